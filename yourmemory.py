@@ -633,9 +633,9 @@ def fts_query(text: str) -> str | None:
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in unique)
 
 
-def fuse(cosine: float, bm25: float, max_bm25: float) -> float:
-    lexical = bm25 / max_bm25 if max_bm25 > 0 else 0.0
-    return VECTOR_WEIGHT * cosine + BM25_WEIGHT * lexical
+def normalised(bm25: float, max_bm25: float) -> float:
+    """BM25 scaled to 0..1 by the best lexical candidate (0 when nothing matched lexically)."""
+    return bm25 / max_bm25 if max_bm25 > 0 else 0.0
 
 
 def weigh_by_strength(relevance: float, memory_strength: float) -> float:
@@ -837,11 +837,11 @@ class YourMemory:
         max_bm25 = max((c["bm25"] for c in found.values()), default=0.0)
         rows = self._memory_rows(found)
         for memory_id, c in found.items():
+            semantic, lexical = VECTOR_WEIGHT * c["similarity"], BM25_WEIGHT * normalised(c["bm25"], max_bm25)
             c["row"] = rows[memory_id]
-            c["relevance"] = fuse(c["similarity"], c["bm25"], max_bm25)
+            c["relevance"] = semantic + lexical
             c["score"] = weigh_by_strength(c["relevance"], self._strength(c["row"], now))
-            if c["via"] == "vector" and VECTOR_WEIGHT * c["similarity"] < BM25_WEIGHT * c["bm25"] / max_bm25:
-                c["via"] = "bm25"
+            c["via"] = "vector" if semantic >= lexical else "bm25"  # the signal that contributed more
         return found
 
     def _fill_similarity(self, found: dict[int, dict], vector) -> None:

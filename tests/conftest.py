@@ -1,0 +1,59 @@
+"""Shared fixtures: the real ONNX model (loaded once), a fresh database per test, a clock tests can move."""
+import os
+from pathlib import Path
+
+import pytest
+
+import yourmemory
+from yourmemory import Embedder, YourMemory
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = ROOT.parent / "shared" / "data"
+DAY = 86400.0
+
+
+class Clock:
+    """Unix seconds that only move when a test says so."""
+
+    def __init__(self, start: float = 1_800_000_000.0):
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, days: float = 0.0, seconds: float = 0.0) -> None:
+        self.now += days * DAY + seconds
+
+
+@pytest.fixture(scope="session")
+def embedder() -> Embedder:
+    """The real all-mpnet-base-v2 ONNX model; `yourmemory setup` must have installed it."""
+    if not yourmemory.model_installed():
+        pytest.fail(f"the embedding model is not installed in {yourmemory.model_dir()}: run `yourmemory setup`")
+    return Embedder().load()
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def db_path(tmp_path) -> Path:
+    return tmp_path / "memory.db"
+
+
+@pytest.fixture
+def memory(db_path, clock, embedder):
+    """A fresh store for user "ada" on a real SQLite + sqlite-vec database and the real model."""
+    with YourMemory(db_path, user="ada", clock=clock, embedder=embedder) as store:
+        yield store
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path, monkeypatch):
+    """No test touches the real ~/.yourmemory."""
+    monkeypatch.setenv("YOURMEMORY_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("YOURMEMORY_DB", raising=False)
+    monkeypatch.delenv("YOURMEMORY_USER", raising=False)
+    monkeypatch.delenv("YOURMEMORY_SQLITE", raising=False)

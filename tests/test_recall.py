@@ -1,0 +1,128 @@
+"""Recall: hybrid search, FTS5-safe queries, graph expansion, strength weighting, namespaces."""
+import pytest
+
+from yourmemory import InvalidInput
+
+FACTS = [
+    "The billing service is written in Rust",
+    "Deploys to production happen every Tuesday",
+    "Error E1234 from the payment gateway means the card was declined",
+    "The user's cat is named Biscuit",
+    "The frontend uses Svelte and Vite",
+]
+
+
+@pytest.fixture
+def stocked(memory):
+    ids = {text: memory.store(text, importance=0.6)["id"] for text in FACTS}
+    return memory, ids
+
+
+def test_a_semantic_query_finds_the_right_memory(stocked):
+    memory, ids = stocked
+    result = memory.recall("what programming language is billing built with?", top_k=3)
+    assert result["memories"][0]["id"] == ids["The billing service is written in Rust"]
+    assert result["memoriesFound"] == 3 and "Rust" in result["context"].splitlines()[0]
+
+
+def test_a_lexical_only_match_is_findable(stocked):
+    memory, ids = stocked
+    top = memory.recall("E1234", top_k=1)["memories"][0]
+    assert top["id"] == ids["Error E1234 from the payment gateway means the card was declined"]
+    assert top["bm25"] > 0 and top["via"] == "bm25"
+
+
+@pytest.mark.parametrize("query", [
+    "what's the cat's name?", '"unbalanced quote', "deploy* OR", "NOT AND OR", "col:value (x", "-minus -",
+    "NEAR(a b)", "^caret", "'; DROP TABLE memories; --", "???", "日本語のクエリ", "a",
+])
+def test_queries_with_fts5_syntax_never_error(stocked, query):
+    result = stocked[0].recall(query, top_k=5)
+    assert result["memoriesFound"] == len(result["memories"]) <= 5
+
+
+def test_questions_with_question_marks_still_use_bm25(stocked):
+    memory, ids = stocked
+    top = memory.recall("When do deploys to production happen?", top_k=1)["memories"][0]
+    assert top["id"] == ids["Deploys to production happen every Tuesday"] and top["bm25"] > 0
+
+
+def test_the_reply_carries_every_documented_field(stocked):
+    memory, _ = stocked
+    m = memory.recall("cat", top_k=1)["memories"][0]
+    assert set(m) == {"id", "content", "category", "importance", "strength", "similarity", "bm25", "score",
+                      "via", "recall_count", "created_at", "last_accessed_at"}
+    assert m["recall_count"] == 1 and m["via"] in ("vector", "bm25", "graph")
+
+
+def test_recall_counts_and_resets_the_decay_clock(stocked, clock):
+    memory, ids = stocked
+    cat = ids["The user's cat is named Biscuit"]
+    clock.advance(days=5)
+    memory.recall("cat name", top_k=1)
+    row = memory.get(cat)
+    assert row["recall_count"] == 1
+    assert row["last_accessed_at"] == memory.recall("cat name", top_k=1)["memories"][0]["last_accessed_at"]
+
+
+def test_a_faded_memory_sinks_below_a_fresh_equally_relevant_one(memory, clock):
+    old = memory.store("Team standup is at 9:30 in room Ada", importance=0.5)
+    clock.advance(days=40)
+    new = memory.store("Team standup is at 9:30 in room Turing", importance=0.5)
+    ranked = memory.recall("when is team standup?", top_k=2)["memories"]
+    assert [m["id"] for m in ranked] == [new["id"], old["id"]]
+    assert ranked[0]["score"] > ranked[1]["score"]
+
+
+def test_graph_expansion_surfaces_a_linked_memory_below_the_cut_off(memory):
+    cause = memory.store("The nightly backup job crashes because the disk on db-3 is full", importance=0.6)
+    fix = memory.store("Fix for the crashing nightly backup job: rotate the WAL archive on db-3", importance=0.6)
+    for text in FACTS:
+        memory.store(text)
+    edge = memory.db.execute("SELECT weight FROM memory_edges WHERE source_id = ? AND target_id = ?",
+                             (cause["id"], fix["id"])).fetchone()
+    assert edge is not None, "the two backup memories must be linked for this test to mean anything"
+    result = memory.recall("disk full", top_k=2)["memories"]
+    ids = [m["id"] for m in result]
+    assert cause["id"] in ids and fix["id"] in ids
+
+
+def test_graph_expansion_comes_from_a_recursive_walk(memory):
+    """A neighbour reached only through the graph is labelled via=graph."""
+    a = memory.store("Service Alpha depends on the Redis cluster")
+    b = memory.store("The Redis cluster depends on the Sentinel nodes")
+    c = memory.store("Sentinel nodes are patched on the first Monday of the month")
+    walked = memory.db.execute(
+        __import__("yourmemory").GRAPH_WALK_SQL,
+        {"seeds": f"[[{a['id']}, 1.0]]", "damping": 1.0, "user": "ada", "depth": 2, "limit": 10}).fetchall()
+    reached = {row[0] for row in walked}
+    assert b["id"] in reached
+    direct = {row[0] for row in memory.db.execute(
+        "SELECT target_id FROM memory_edges WHERE source_id = ?", (a["id"],))}
+    if c["id"] not in direct:  # two hops away: only the recursion can reach it
+        assert c["id"] in reached
+
+
+def test_users_do_not_see_each_others_memories(memory):
+    memory.store("Ada's locker code is 4711")
+    memory.store("Bob's locker code is 1234", user_id="bob")
+    ada = memory.recall("locker code", top_k=5)["memories"]
+    bob = memory.recall("locker code", top_k=5, user_id="Bob")["memories"]
+    assert [m["content"] for m in ada] == ["Ada's locker code is 4711"]
+    assert [m["content"] for m in bob] == ["Bob's locker code is 1234"]
+
+
+def test_recall_on_an_empty_store_returns_nothing(memory):
+    assert memory.recall("anything at all") == {"memoriesFound": 0, "context": "No relevant memories.",
+                                                "memories": []}
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"query": ""}, "query"), ({"query": None}, "query"), ({"query": "x", "top_k": 0}, "top_k"),
+    ({"query": "x", "top_k": 101}, "top_k"), ({"query": "x", "top_k": 2.5}, "top_k"),
+    ({"query": "x", "api_key": "ym_nope"}, "api_key"),
+])
+def test_bad_recall_input_names_the_field(memory, kwargs, field):
+    with pytest.raises(InvalidInput) as error:
+        memory.recall(**kwargs)
+    assert error.value.field == field

@@ -1,0 +1,92 @@
+"""Storage: the SQLite binding, WAL, migrations, index consistency, several processes on one file."""
+import sqlite3
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import yourmemory
+from yourmemory import SchemaTooNew, YourMemory
+
+
+def test_the_binding_can_load_sqlite_vec_and_has_fts5(db_path):
+    conn = yourmemory.connect(db_path)
+    assert conn.execute("SELECT vec_version()").fetchone()[0].startswith("v")
+    conn.execute("CREATE VIRTUAL TABLE probe USING fts5(x)")
+    if not hasattr(sqlite3.Connection, "enable_load_extension"):
+        assert yourmemory.sqlite_module().__name__ == "sqlean"  # the documented fallback
+
+
+def test_the_database_is_in_wal_mode_with_a_busy_timeout(memory):
+    assert memory.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert memory.db.execute("PRAGMA busy_timeout").fetchone()[0] == yourmemory.SQLITE_BUSY_TIMEOUT_MS
+    assert memory.db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+
+
+def test_migrations_set_user_version_and_reopening_changes_nothing(db_path, embedder):
+    with YourMemory(db_path, user="ada", embedder=embedder) as memory:
+        memory.store("Reopening must keep this memory")
+    with YourMemory(db_path, user="ada", embedder=embedder) as memory:
+        assert memory.db.execute("PRAGMA user_version").fetchone()[0] == yourmemory.SCHEMA_VERSION
+        assert memory.stats()["memories"]["active"] == 1
+
+
+def test_a_database_from_a_newer_version_is_refused_and_left_intact(db_path, embedder):
+    with YourMemory(db_path, user="ada", embedder=embedder) as memory:
+        memory.store("Data written before the downgrade")
+        memory.db.execute(f"PRAGMA user_version = {yourmemory.SCHEMA_VERSION + 1}")
+    with pytest.raises(SchemaTooNew, match="upgrade YourMemory"):
+        YourMemory(db_path, user="ada", embedder=embedder)
+    raw = yourmemory.sqlite_module().connect(str(db_path))
+    assert raw.execute("SELECT content FROM memories").fetchall() == [("Data written before the downgrade",)]
+
+
+def test_fts_index_stays_consistent_through_store_update_supersede_and_forget(memory):
+    a = memory.store("The user prefers tabs for indentation")
+    memory.store("The user prefers spaces for indentation")  # supersedes a
+    b = memory.store("Lint runs in the pre-commit hook")
+    memory.update(b["id"], "Lint runs in CI, not in the pre-commit hook")
+    c = memory.store("The API token rotates monthly")
+    memory.forget(c["id"])
+    memory.db.execute("INSERT INTO memory_fts(memory_fts, rank) VALUES ('integrity-check', 1)")
+    vectors = {r[0] for r in memory.db.execute("SELECT memory_id FROM memory_vectors")}
+    rows = {r[0] for r in memory.db.execute("SELECT id FROM memories")}
+    assert vectors == rows and a["id"] in rows and c["id"] not in rows
+    active = {r[0] for r in memory.db.execute("SELECT memory_id FROM memory_vectors WHERE active = 1")}
+    assert active == {r[0] for r in memory.db.execute("SELECT id FROM memories WHERE status = 'active'")}
+
+
+def test_a_failed_store_leaves_no_partial_write(memory, monkeypatch):
+    memory.store("The deploy script fails when the VPN is down")
+
+    def explode(*args, **kwargs):
+        raise RuntimeError("simulated failure while linking")
+
+    monkeypatch.setattr(memory, "_link", explode)
+    with pytest.raises(RuntimeError):
+        memory.store("The deploy script fails without a VPN connection")
+    assert memory.db.execute("SELECT count(*) FROM memories").fetchone()[0] == 1
+    assert memory.db.execute("SELECT count(*) FROM memory_vectors").fetchone()[0] == 1
+
+
+def test_two_processes_writing_one_database_lose_nothing(db_path, embedder, tmp_path):
+    """Two real processes, each storing 15 distinct memories at once, through the library."""
+    script = tmp_path / "writer.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        from yourmemory import YourMemory
+        name = sys.argv[1]
+        with YourMemory({str(db_path)!r}, user="ada") as memory:
+            for i in range(15):
+                memory.store(f"Writer {{name}} recorded measurement number {{i}} of sensor {{name}}{{i}}")
+    """))
+    YourMemory(db_path, user="ada", embedder=embedder).close()  # create the schema first
+    writers = [subprocess.Popen([sys.executable, str(script), name], stderr=subprocess.PIPE, text=True)
+               for name in ("alpha", "beta")]
+    errors = [w.communicate(timeout=300)[1] for w in writers]
+    assert [w.returncode for w in writers] == [0, 0], errors
+    assert not any("locked" in e for e in errors)
+    with YourMemory(db_path, user="ada", embedder=embedder) as memory:
+        contents = [r[0] for r in memory.db.execute("SELECT content FROM memories")]
+    assert len(contents) == len(set(contents)) == 30

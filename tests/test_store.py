@@ -1,0 +1,175 @@
+"""Storing: validation, questions, categories, duplicates, contradictions, edges, updates, forgetting."""
+import math
+
+import pytest
+
+import yourmemory
+from yourmemory import InvalidInput, NotFound
+
+
+def count_rows(memory, table):
+    return memory.db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+
+def test_a_new_memory_is_stored_with_its_vector_and_index_entry(memory):
+    result = memory.store("The staging cluster runs Kubernetes 1.29", importance=0.8, category="fact")
+    assert result["action"] == "store" and result["category"] == "fact" and not result["categoryInferred"]
+    assert count_rows(memory, "memory_vectors") == 1
+    assert memory.db.execute("SELECT rowid FROM memory_fts WHERE memory_fts MATCH 'kubernetes'").fetchall() == [
+        (result["id"],)]
+
+
+@pytest.mark.parametrize("text, category", [
+    ("The build fails with a segfault when LTO is enabled", "failure"),
+    ("We should always pin the Node version in CI", "strategy"),
+    ("The user probably works in the Berlin office", "assumption"),
+    ("The API gateway listens on port 8443", "fact"),
+])
+def test_category_is_inferred_when_absent_and_the_reply_says_so(memory, text, category):
+    result = memory.store(text)
+    assert (result["category"], result["categoryInferred"]) == (category, True)
+
+
+@pytest.mark.parametrize("question", [
+    "Which database do we use?",
+    "So what did the user decide about tabs?",
+    "Caroline: Have you been to the new climbing gym? What did you think?",
+])
+def test_pure_questions_are_refused(memory, question):
+    with pytest.raises(InvalidInput, match="content: this is a question"):
+        memory.store(question)
+    assert count_rows(memory, "memories") == 0
+
+
+@pytest.mark.parametrize("statement", [
+    "I went hiking last week — have you been?",
+    "Caroline: I finally finished the painting; want to see it?",
+    "We moved the API to Go. Any objections?",
+    "The user prefers tabs?! No, spaces.",
+])
+def test_a_turn_that_also_states_something_is_kept(memory, statement):
+    assert memory.store(statement)["action"] == "store"
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"content": ""}, "content"),
+    ({"content": "   \n"}, "content"),
+    ({"content": 42}, "content"),
+    ({"content": "x" * (yourmemory.MAX_CONTENT_CHARS + 1)}, "content"),
+    ({"content": "has a \x00 NUL"}, "content"),
+    ({"content": "lone \ud800 surrogate"}, "content"),
+    ({"content": "ok", "importance": 1.5}, "importance"),
+    ({"content": "ok", "importance": -0.1}, "importance"),
+    ({"content": "ok", "importance": math.nan}, "importance"),
+    ({"content": "ok", "importance": "high"}, "importance"),
+    ({"content": "ok", "importance": True}, "importance"),
+    ({"content": "ok", "category": "opinion"}, "category"),
+    ({"content": "ok", "visibility": "secret"}, "visibility"),
+    ({"content": "ok", "api_key": "ym_guess"}, "api_key"),
+    ({"content": "ok", "user_id": ""}, "user_id"),
+])
+def test_bad_input_names_the_field_and_writes_nothing(memory, kwargs, field):
+    with pytest.raises(InvalidInput) as error:
+        memory.store(**kwargs)
+    assert error.value.field == field and str(error.value).startswith(field + ":")
+    assert count_rows(memory, "memories") == count_rows(memory, "memory_vectors") == 0
+
+
+def test_a_near_duplicate_reinforces_the_existing_memory(memory):
+    first = memory.store("The user prefers dark mode in every editor", importance=0.4)
+    again = memory.store("The user prefers dark mode in every editor.", importance=0.7)
+    assert again["action"] == "reinforce" and again["id"] == first["id"]
+    row = memory.get(first["id"])
+    assert row["recall_count"] == 1 and row["importance"] == 0.7
+    assert count_rows(memory, "memories") == 1
+
+
+def test_a_paraphrase_that_adds_information_is_not_merged(memory):
+    memory.store("The user prefers dark mode")
+    result = memory.store("The user prefers dark mode, except in the terminal")
+    assert result["action"] == "store"
+    assert count_rows(memory, "memories") == 2
+
+
+@pytest.mark.parametrize("old, new", [
+    ("The user prefers tabs for indentation", "The user prefers spaces for indentation"),
+    ("The project database is Postgres 15", "The project database is Postgres 16"),
+    ("Our team lives in Berlin", "Our team lives in Lisbon"),
+])
+def test_a_changed_value_supersedes_the_old_memory(memory, old, new):
+    first = memory.store(old)
+    second = memory.store(new)
+    assert second["action"] == "supersede" and second["supersededId"] == first["id"]
+    old_row = memory.get(first["id"])
+    assert old_row["status"] == "superseded" and old_row["superseded_by"] == second["id"]
+    assert old_row["content"] == old, "the old memory is kept as history"
+    recalled = [m["id"] for m in memory.recall(old, top_k=10)["memories"]]
+    assert first["id"] not in recalled and second["id"] in recalled
+
+
+@pytest.mark.parametrize("old, new", [
+    ("Caroline: I went to the pottery class yesterday", "Caroline: I went to the yoga class yesterday"),
+    ("The user loves hiking", "The user loves painting"),
+    ("The user prefers tabs for indentation", "The user does not prefer tabs for indentation anymore"),
+    ("We use React for the frontend", "We use Postgres for the database"),
+])
+def test_different_facts_are_neither_merged_nor_superseded(memory, old, new):
+    memory.store(old)
+    assert memory.store(new)["action"] == "store"
+    assert memory.stats()["memories"]["active"] == 2
+
+
+def test_related_memories_are_linked_with_similarity_times_verb_weight(memory):
+    a = memory.store("The deploy script fails when the VPN is down")
+    b = memory.store("The deploy script fails without a VPN connection")
+    edges = memory.db.execute("SELECT source_id, target_id, weight, relation FROM memory_edges").fetchall()
+    assert {(s, t) for s, t, _, _ in edges} == {(a["id"], b["id"]), (b["id"], a["id"])}
+    similarity = memory.db.execute(
+        """SELECT 1 - vec_distance_cosine(x.embedding, y.embedding) FROM memory_vectors x, memory_vectors y
+           WHERE x.memory_id = ? AND y.memory_id = ?""", (a["id"], b["id"])).fetchone()[0]
+    relation = edges[0][3]
+    assert relation == "fail"
+    assert edges[0][2] == pytest.approx(similarity * yourmemory.VERB_WEIGHTS["fail"], abs=1e-4)
+
+
+def test_unrelated_memories_are_not_linked(memory):
+    memory.store("The office coffee machine is broken")
+    memory.store("Quarterly taxes are due on the fifteenth")
+    assert count_rows(memory, "memory_edges") == 0
+
+
+def test_update_replaces_text_re_embeds_and_keeps_history(memory, clock):
+    stored = memory.store("The cache TTL is 60 seconds", importance=0.5)
+    clock.advance(days=1)
+    updated = memory.update(stored["id"], "The cache TTL is 300 seconds after the incident", importance=0.9)
+    assert updated["previousContent"] == "The cache TTL is 60 seconds"
+    row = memory.get(stored["id"])
+    assert row["content"].endswith("after the incident") and row["importance"] == 0.9
+    assert [h["content"] for h in row["history"]] == ["The cache TTL is 60 seconds"]
+    assert memory.recall("incident cache TTL", top_k=1)["memories"][0]["id"] == stored["id"]
+    assert memory.db.execute("SELECT count(*) FROM memory_fts WHERE memory_fts MATCH '60'").fetchone()[0] == 0
+
+
+def test_update_and_forget_reject_unknown_and_foreign_ids(memory, db_path, clock, embedder):
+    with pytest.raises(NotFound, match="memory_id"):
+        memory.update(999, "anything")
+    with pytest.raises(NotFound, match="memory_id"):
+        memory.forget(999)
+    stored = memory.store("Ada's deploy key lives in the vault")
+    with pytest.raises(NotFound):
+        memory.forget(stored["id"], user_id="mallory")
+    with pytest.raises(InvalidInput, match="new_content"):
+        memory.update(stored["id"], "")
+    assert memory.get(stored["id"])["content"] == "Ada's deploy key lives in the vault"
+
+
+def test_forget_deletes_the_memory_everywhere(memory):
+    a = memory.store("The deploy script fails when the VPN is down")
+    memory.store("The deploy script fails without a VPN connection")
+    memory.forget(a["id"])
+    for table, column in (("memories", "id"), ("memory_vectors", "memory_id"), ("memory_edges", "source_id"),
+                          ("memory_edges", "target_id")):
+        assert memory.db.execute(f"SELECT count(*) FROM {table} WHERE {column} = ?", (a["id"],)).fetchone()[0] == 0
+    assert memory.db.execute("SELECT count(*) FROM memory_fts WHERE memory_fts MATCH 'vpn'").fetchone()[0] == 1
+    with pytest.raises(NotFound):
+        memory.forget(a["id"])
