@@ -1,0 +1,74 @@
+"""Shared helpers for the benchmarks: data location, progress bar, statistics, machine description."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from datetime import date
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_LOCOMO = ROOT.parent / "shared" / "data" / "locomo10.json"
+RESULTS = Path(__file__).resolve().parent / "results"
+sys.path.insert(0, str(ROOT))
+
+
+def load_locomo(path: str | None) -> list[dict]:
+    location = Path(path) if path else DEFAULT_LOCOMO
+    if not location.is_file():
+        sys.exit(f"LoCoMo data not found at {location}; pass --data PATH (locomo10.json)")
+    return json.loads(location.read_text())
+
+
+class Progress:
+    """A one-line progress bar on stderr."""
+
+    def __init__(self, total: int, label: str):
+        self.total, self.label, self.done, self.started = total, label, 0, time.monotonic()
+
+    def step(self, n: int = 1) -> None:
+        self.done += n
+        if self.done == self.total or self.done % max(1, self.total // 200) == 0:
+            elapsed = time.monotonic() - self.started
+            eta = elapsed / self.done * (self.total - self.done) if self.done else 0
+            filled = int(30 * self.done / self.total)
+            sys.stderr.write(f"\r{self.label} [{'#' * filled}{'-' * (30 - filled)}] "
+                             f"{self.done}/{self.total} {elapsed:5.0f}s eta {eta:4.0f}s")
+            if self.done == self.total:
+                sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def wilson(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    if n == 0:
+        return (0.0, 0.0)
+    p = hits / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (centre - half, centre + half)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))
+    return ordered[index]
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def machine() -> dict:
+    return {"date": date.today().isoformat(), "python": platform.python_version(),
+            "platform": platform.platform(), "cpus": os.cpu_count()}
+
+
+def write_results(name: str, payload: dict) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    target = RESULTS / name
+    target.write_text(json.dumps(payload, indent=1, ensure_ascii=False) + "\n")
+    return target

@@ -1,0 +1,159 @@
+"""LoCoMo retrieval benchmark through YourMemory's own store_memory / recall_memory path.
+
+    python benchmarks/locomo.py --units summaries   # the seed system's protocol, exactly
+    python benchmarks/locomo.py --units turns       # one memory per dialog turn, evidence recall@k
+
+One fresh database per conversation; memories stored in session order with
+importance 0.7 at benchmark time; questions asked verbatim. Results: a JSON file
+with one record per question under benchmarks/results/.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+from common import Progress, load_locomo, machine, wilson, write_results
+
+import yourmemory
+from yourmemory import InvalidInput, YourMemory
+
+IMPORTANCE = 0.7
+
+
+def answer_hit(answer: str, retrieved: list[str]) -> bool:
+    """The seed's rule: the answer is a substring of the results joined, or >= 50% of its
+    words longer than 3 letters occur in them as substrings."""
+    joined = " ".join(retrieved).lower()
+    answer = str(answer).lower()
+    if answer in joined:
+        return True
+    words = [w for w in re.findall(r"\w+", answer) if len(w) > 3]
+    return bool(words) and sum(w in joined for w in words) / len(words) >= 0.5
+
+
+def session_number(key: str) -> int:
+    return int(re.search(r"session_(\d+)", key).group(1))
+
+
+def summary_units(sample: dict) -> list[tuple[str, str]]:
+    """(unit id, content): session summaries in session order; unit id "S3" for session 3."""
+    keys = sorted(sample["session_summary"], key=session_number)
+    return [(f"S{session_number(k)}", sample["session_summary"][k]) for k in keys]
+
+
+def turn_units(sample: dict) -> list[tuple[str, str]]:
+    """(dialog id, "Speaker: text" [+ " [shares CAPTION]"]) for every turn, in session order."""
+    conversation = sample["conversation"]
+    keys = sorted((k for k in conversation if re.fullmatch(r"session_\d+", k)), key=session_number)
+    units = []
+    for key in keys:
+        for turn in conversation[key]:
+            content = f"{turn['speaker']}: {turn['text']}"
+            if turn.get("blip_caption"):
+                content += f" [shares {turn['blip_caption']}]"
+            units.append((turn["dia_id"], content))
+    return units
+
+
+def questions(sample: dict, units: str) -> list[dict]:
+    if units == "summaries":
+        return [q for q in sample["qa"] if q["category"] in (1, 2, 3, 4) and isinstance(q.get("answer"), str)]
+    return [q for q in sample["qa"] if q.get("evidence")]
+
+
+def evidence_targets(question: dict, units: str) -> set[str]:
+    targets = set()
+    for dia in question["evidence"]:
+        for match in re.findall(r"D(\d+):(\d+)", dia):
+            targets.add(f"S{int(match[0])}" if units == "summaries" else f"D{int(match[0])}:{int(match[1])}")
+    return targets
+
+
+def run_conversation(sample: dict, units: str, top_k: int, embedder, workdir: Path, progress: Progress):
+    memory = YourMemory(workdir / f"{sample['sample_id']}.db", user="bench", embedder=embedder)
+    unit_of: dict[int, str] = {}
+    actions: dict[str, int] = defaultdict(int)
+    stored = summary_units(sample) if units == "summaries" else turn_units(sample)
+    for unit_id, content in stored:
+        try:
+            result = memory.store(content, importance=IMPORTANCE)
+        except InvalidInput:
+            actions["refused"] += 1
+            continue
+        actions[result["action"]] += 1
+        unit_of.setdefault(result["id"], unit_id)  # a reinforced unit maps to the memory it joined
+        progress.step()
+    records = []
+    for q in questions(sample, units):
+        recalled = memory.recall(q["question"], top_k=top_k)["memories"]
+        ids = [unit_of.get(m["id"]) for m in recalled]
+        targets = evidence_targets(q, units)
+        record = {"sample": sample["sample_id"], "category": q["category"], "question": q["question"],
+                  "answer": q.get("answer"), "evidence": sorted(targets), "retrieved": ids}
+        if units == "summaries":
+            record["hit"] = answer_hit(q["answer"], [m["content"] for m in recalled[:5]])
+            record["evidence_recall@5"] = len(targets & set(ids[:5])) / len(targets) if targets else None
+        else:
+            for k in (5, 10, 20):
+                record[f"recall@{k}"] = len(targets & set(ids[:k])) / len(targets)
+        records.append(record)
+        progress.step()
+    memory.close()
+    return records, dict(actions)
+
+
+def summarise(records: list[dict], units: str) -> dict:
+    by_category = defaultdict(list)
+    for r in records:
+        by_category[r["category"]].append(r)
+    if units == "summaries":
+        def block(rs):
+            hits = sum(r["hit"] for r in rs)
+            low, high = wilson(hits, len(rs))
+            ev = [r["evidence_recall@5"] for r in rs if r["evidence_recall@5"] is not None]
+            return {"n": len(rs), "hits": hits, "hit_rate": round(hits / len(rs), 4),
+                    "wilson95": [round(low, 4), round(high, 4)],
+                    "evidence_recall@5": round(sum(ev) / len(ev), 4) if ev else None}
+    else:
+        def block(rs):
+            return {"n": len(rs), **{f"recall@{k}": round(sum(r[f"recall@{k}"] for r in rs) / len(rs), 4)
+                                     for k in (5, 10, 20)}}
+    return {"all": block(records), "by_category": {str(c): block(rs) for c, rs in sorted(by_category.items())}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--units", choices=("summaries", "turns"), default="summaries")
+    parser.add_argument("--data", help="path to locomo10.json (default: ../shared/data/locomo10.json)")
+    parser.add_argument("--limit", type=int, help="only the first N conversations (for a quick look)")
+    parser.add_argument("--out", help="results file name under benchmarks/results/")
+    args = parser.parse_args()
+    samples = load_locomo(args.data)[:args.limit]
+    top_k = 5 if args.units == "summaries" else 20
+    embedder = yourmemory.Embedder().load()
+    units_of = summary_units if args.units == "summaries" else turn_units
+    total = sum(len(units_of(s)) + len(questions(s, args.units)) for s in samples)
+    progress = Progress(total, f"locomo {args.units}")
+    records, actions = [], defaultdict(int)
+    with tempfile.TemporaryDirectory(prefix="yourmemory-locomo-") as workdir:
+        for sample in samples:
+            sample_records, sample_actions = run_conversation(sample, args.units, top_k, embedder,
+                                                              Path(workdir), progress)
+            records += sample_records
+            for action, n in sample_actions.items():
+                actions[action] += n
+    summary = summarise(records, args.units)
+    report = {"benchmark": f"locomo-{args.units}", "machine": machine(), "yourmemory": yourmemory.__version__,
+              "store_actions": dict(actions), "summary": summary, "records": records}
+    path = write_results(args.out or f"locomo_{args.units}.json", report)
+    print(f"store actions: {dict(actions)}")
+    for name, block in [("all", summary["all"]), *summary["by_category"].items()]:
+        print(f"{name:>4}: {block}")
+    print(f"results: {path}")
+
+
+if __name__ == "__main__":
+    main()

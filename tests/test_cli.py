@@ -1,0 +1,179 @@
+"""The installed `yourmemory` command line, run as a real subprocess against a database in tmp_path.
+
+Memories are made through the library with the real model; the CLI (real clock) must then see them.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import yourmemory
+from yourmemory import YourMemory
+
+DAY = 86400.0
+USER = "tester"
+FADED = ("The nightly export job failed with a timeout on the legacy FTP server",
+         "The Windows installer crashed because the code signing certificate expired")
+STRONG = "Ada prefers dark roast coffee in the morning"
+
+
+def entry_point() -> str:
+    installed = Path(sys.executable).parent / "yourmemory"
+    found = str(installed) if installed.is_file() else shutil.which("yourmemory")
+    if not found:
+        pytest.fail("the `yourmemory` entry point is not installed next to this Python")
+    return str(Path(found).absolute())
+
+
+@pytest.fixture
+def cli(tmp_path):
+    """cli(*args, module=False): run the installed command (or `python -m yourmemory`) outside the repo."""
+    db = tmp_path / "memory.db"
+    env = {**os.environ, "YOURMEMORY_DB": str(db), "YOURMEMORY_USER": USER,
+           "YOURMEMORY_HOME": str(tmp_path / "home")}
+    workdir = tmp_path / "elsewhere"
+    workdir.mkdir()
+
+    def run(*args, module=False):
+        command = [sys.executable, "-m", "yourmemory", *args] if module else [entry_point(), *args]
+        return subprocess.run(command, env=env, cwd=workdir, capture_output=True, text=True, timeout=600)
+
+    run.db = db
+    return run
+
+
+def ok(result) -> str:
+    assert result.returncode == 0, f"exit {result.returncode}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    assert "Traceback" not in result.stderr, result.stderr
+    return result.stdout
+
+
+def config_blocks(stdout: str) -> dict[str, str]:
+    """`# Client` headings followed by that client's config."""
+    return {m.group(1): m.group(2).strip() for m in re.finditer(r"^# ([^\n]+)\n(.*?)(?=^# |\Z)", stdout, re.M | re.S)}
+
+
+def assert_configs_launch(stdout: str, executable: str) -> None:
+    blocks = config_blocks(stdout)
+    named = {client: next((text for heading, text in blocks.items() if heading.startswith(client)), None)
+             for client in ("Claude Code", "Claude Desktop", "Cursor", "Cline")}
+    assert all(named.values()), f"missing client configs in:\n{stdout}"
+    assert named["Claude Code"] == f"claude mcp add yourmemory -- {executable}"
+    for client in ("Claude Desktop", "Cursor", "Cline"):
+        entry = json.loads(named[client])["mcpServers"]["yourmemory"]
+        assert entry["command"] == executable and entry["args"] == [], client
+        assert Path(entry["command"]).is_absolute()
+
+
+def make_faded_and_strong(db, embedder, clock) -> tuple[list[int], int]:
+    """Two failures last used ~400 days ago (far below the prune floor) and one fresh, important fact."""
+    clock.now = time.time() - 400 * DAY
+    with YourMemory(db, user=USER, clock=clock, embedder=embedder) as memory:
+        faded = [memory.store(text, importance=0.1, category="failure")["id"] for text in FADED]
+        clock.now = time.time()
+        strong = memory.store(STRONG, importance=0.9, category="fact")["id"]
+    return faded, strong
+
+
+def reported_ids(stdout: str) -> list[int]:
+    match = re.search(r"Pruned (\d+) faded memories(?: \(ids ([\d, ]+)\))?", stdout)
+    assert match, f"no prune report in:\n{stdout}"
+    ids = [int(i) for i in (match.group(2) or "").split(",") if i.strip()]
+    assert int(match.group(1)) == len(ids)
+    return ids
+
+
+def recalled_ids(db, embedder, query: str) -> list[int]:
+    with YourMemory(db, user=USER, embedder=embedder) as memory:
+        return [m["id"] for m in memory.recall(query, top_k=10)["memories"]]
+
+
+def test_config_prints_every_client_config_with_the_absolute_executable(cli):
+    stdout = ok(cli("config"))
+    assert_configs_launch(stdout, entry_point())
+    assert not cli.db.exists(), "config should not need or create the database"
+
+
+def test_stats_counts_active_memories_per_category_with_a_strength_histogram(cli, embedder):
+    with YourMemory(cli.db, user=USER, embedder=embedder) as memory:
+        for text, importance, category in [
+                ("The project database is Postgres 16", 0.5, "fact"),
+                ("Ada lives in Lisbon", 0.5, "fact"),
+                ("The release build failed because the disk on the runner was full", 0.9, "failure"),
+                ("Always run the migrations before deploying the API", 0.3, "strategy")]:
+            assert memory.store(text, importance=importance, category=category)["action"] == "store"
+    with YourMemory(cli.db, user="someone-else", embedder=embedder) as memory:
+        memory.store("Bob keeps his notes in Obsidian", category="assumption")
+
+    report = json.loads(ok(cli("stats", "--json")))
+    assert report["user"] == USER and Path(report["database"]) == cli.db
+    assert report["memories"] == {"active": 4, "superseded": 0, "pruned": 0}
+    assert report["categories"] == {"fact": 2, "assumption": 0, "failure": 1, "strategy": 1}
+    assert report["strength"] == {"0.00-0.05": 0, "0.05-0.20": 0, "0.20-0.40": 1,
+                                  "0.40-0.60": 2, "0.60-0.80": 0, "0.80-1.00": 1}
+
+    text = ok(cli("stats"))
+    assert "4 active, 0 superseded, 0 pruned" in text
+    for category, count in report["categories"].items():
+        assert re.search(rf"^\s+{category}\s+{count}$", text, re.M), f"{category} {count} missing:\n{text}"
+    assert re.search(r"^\s+0\.40-0\.60\s+#+\s+2$", text, re.M), text
+    assert re.search(r"^\s+0\.60-0\.80\s+0$", text, re.M), text
+
+
+def test_prune_reports_faded_ids_which_recall_then_skips_and_restore_brings_back(cli, embedder, clock):
+    faded, strong = make_faded_and_strong(cli.db, embedder, clock)
+
+    pruned = reported_ids(ok(cli("prune")))
+    assert sorted(pruned) == sorted(faded) and strong not in pruned
+    with YourMemory(cli.db, user=USER, embedder=embedder) as memory:
+        assert [memory.get(i)["status"] for i in faded] == ["pruned", "pruned"]
+        assert memory.get(strong)["status"] == "active"
+    assert faded[0] not in recalled_ids(cli.db, embedder, "nightly export job FTP timeout")
+    assert faded[1] not in recalled_ids(cli.db, embedder, "Windows installer signing certificate")
+
+    restored = ok(cli("restore", str(faded[0])))
+    assert f"Restored memory {faded[0]}" in restored and FADED[0] in restored
+    found = recalled_ids(cli.db, embedder, "nightly export job FTP timeout")
+    assert found[0] == faded[0]
+    assert faded[1] not in found
+
+    again = reported_ids(ok(cli("prune")))
+    assert faded[0] not in again, "a restored memory is fresh again and must not be pruned at once"
+
+
+def test_python_dash_m_prune_uses_the_installed_module_outside_the_repo(cli, embedder, clock):
+    faded, strong = make_faded_and_strong(cli.db, embedder, clock)
+    stdout = ok(cli("prune", module=True))
+    assert sorted(reported_ids(stdout)) == sorted(faded)
+    assert "yourmemory restore ID" in stdout
+    located = subprocess.run([sys.executable, "-c", "import yourmemory; print(yourmemory.__file__)"],
+                             cwd=cli.db.parent / "elsewhere", capture_output=True, text=True)
+    assert Path(located.stdout.strip()).resolve() == Path(yourmemory.__file__).resolve()
+
+
+def test_setup_with_a_cached_model_is_idempotent_and_prints_configs(cli):
+    if not yourmemory.model_installed():
+        pytest.fail(f"the embedding model is not installed in {yourmemory.model_dir()}: run `yourmemory setup`")
+    for attempt in (1, 2):
+        result = cli("setup")
+        stdout = ok(result)
+        assert re.search(r"^Model:\s+.+ \(cached\)$", stdout, re.M), f"run {attempt}:\n{stdout}"
+        assert str(cli.db) in stdout and f"user {USER}, 0 memories" in stdout
+        assert "downloading" not in result.stderr and "[1/4]" not in result.stderr
+        assert_configs_launch(stdout, entry_point())
+    assert cli.db.exists()
+    with YourMemory(cli.db, user=USER) as memory:
+        assert memory.stats()["memories"]["active"] == 0
+
+
+def test_restore_of_an_unknown_id_fails_with_a_clear_message_and_no_traceback(cli):
+    result = cli("restore", "424242")
+    assert result.returncode != 0
+    assert "424242" in result.stderr and result.stderr.startswith("yourmemory: error:"), result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
