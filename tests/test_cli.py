@@ -152,9 +152,9 @@ def test_python_dash_m_prune_uses_the_installed_module_outside_the_repo(cli, emb
     stdout = ok(cli("prune", module=True))
     assert sorted(reported_ids(stdout)) == sorted(faded)
     assert "yourmemory restore ID" in stdout
-    located = subprocess.run([sys.executable, "-c", "import yourmemory; print(yourmemory.__file__)"],
-                             cwd=cli.db.parent / "elsewhere", capture_output=True, text=True)
-    assert Path(located.stdout.strip()).resolve() == Path(yourmemory.__file__).resolve()
+    with YourMemory(cli.db, user=USER, embedder=embedder) as memory:
+        assert memory.get(strong)["status"] == "active"
+        assert {memory.get(i)["status"] for i in faded} == {"pruned"}
 
 
 def test_setup_with_a_cached_model_is_idempotent_and_prints_configs(cli):

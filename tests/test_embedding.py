@@ -182,6 +182,23 @@ def test_ensure_model_reports_model_missing_when_the_server_has_no_model(tmp_pat
     assert not yourmemory.model_installed(target)
 
 
+def test_a_downloaded_model_that_does_not_load_is_not_kept_as_cached(tmp_path, monkeypatch):
+    source = yourmemory.model_dir()
+    hub = tmp_path / "hub"
+    (hub / "onnx").mkdir(parents=True)
+    with open(source / "model.onnx", "rb") as full:  # a complete response holding a broken model
+        (hub / "onnx" / "model.onnx").write_bytes(full.read(1 << 20))
+    (hub / "tokenizer.json").symlink_to(source / "tokenizer.json")
+    target = tmp_path / "model"
+    with loopback_server(hub) as (url, _):
+        monkeypatch.setenv("YOURMEMORY_MODEL_URL", url)
+        with pytest.raises(ModelMissing):
+            yourmemory.ensure_model(target, allow_build=False)
+        assert not yourmemory.model_installed(target), "the broken download was left in place"
+        with pytest.raises(ModelMissing):  # not "cached": a second setup must try again
+            yourmemory.ensure_model(target, allow_build=False)
+
+
 def test_download_keeps_no_file_when_the_body_is_shorter_than_content_length(tmp_path):
     target = tmp_path / "model.onnx"
     with loopback_server(tmp_path, ShortBodyHandler) as (url, requested):
