@@ -646,9 +646,9 @@ WITH RECURSIVE walk(id, score, depth) AS (
     FROM json_each(:seeds) AS seed
     UNION ALL
     SELECT edge.target_id, walk.score * edge.weight * :damping, walk.depth + 1
-    FROM walk
-    JOIN memory_edges AS edge ON edge.source_id = walk.id
-    JOIN memories AS m ON m.id = edge.target_id AND m.status = 'active' AND m.user_id = :user
+    FROM walk  -- CROSS JOIN pins the loop order: walk -> its edges -> one memory by primary key
+    CROSS JOIN memory_edges AS edge ON edge.source_id = walk.id
+    CROSS JOIN memories AS m ON m.id = edge.target_id AND m.status = 'active' AND m.user_id = :user
     WHERE walk.depth < :depth
 )
 SELECT id, MAX(score) AS score FROM walk WHERE depth > 0 GROUP BY id ORDER BY score DESC LIMIT :limit
@@ -770,7 +770,11 @@ class YourMemory:
         return memory_id
 
     def _link(self, memory_id: int, vector, user: str, predicate: str | None) -> None:
-        """Connect a memory to its semantic neighbours, both directions."""
+        """Connect a memory to its semantic neighbours, both directions.
+
+        Every memory keeps only its EDGE_FANOUT strongest outgoing edges, so a chatty
+        topic cannot grow a hub that makes each graph walk touch thousands of rows.
+        """
         weight = verb_weight(predicate)
         for other_id, similarity, _ in self._nearest(vector, user, EDGE_FANOUT + 1):
             if other_id == memory_id or similarity < EDGE_MIN_SIMILARITY:
@@ -781,6 +785,11 @@ class YourMemory:
                        ON CONFLICT (source_id, target_id) DO UPDATE SET weight = excluded.weight,
                                                                         relation = excluded.relation""",
                     (source, target, round(similarity * weight, 6), predicate))
+            self.db.execute(
+                """DELETE FROM memory_edges WHERE source_id = :node AND target_id NOT IN (
+                       SELECT target_id FROM memory_edges WHERE source_id = :node
+                       ORDER BY weight DESC, target_id DESC LIMIT :fanout)""",
+                {"node": other_id, "fanout": EDGE_FANOUT})
 
     def _supersede(self, old_id: int, new_id: int, now: float) -> None:
         self.db.execute("UPDATE memories SET status = 'superseded', superseded_by = ?, updated_at = ? WHERE id = ?",
