@@ -70,5 +70,10 @@ def machine() -> dict:
 def write_results(name: str, payload: dict) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     target = RESULTS / name
-    target.write_text(json.dumps(payload, indent=1, ensure_ascii=False) + "\n")
+    records = payload.pop("records", None)
+    text = json.dumps(payload, indent=1, ensure_ascii=False)
+    if records is not None:  # one record per line: small, and diffs read well
+        lines = ",\n".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) for r in records)
+        text = text[:-2] + ',\n "records": [\n' + lines + "\n ]\n}"
+    target.write_text(text + "\n")
     return target

@@ -58,10 +58,13 @@ def turn_units(sample: dict) -> list[tuple[str, str]]:
     return units
 
 
-def questions(sample: dict, units: str) -> list[dict]:
+def questions(sample: dict, units: str) -> list[tuple[int, dict]]:
+    """(index in the sample's qa list, question) for the questions this protocol asks."""
     if units == "summaries":
-        return [q for q in sample["qa"] if q["category"] in (1, 2, 3, 4) and isinstance(q.get("answer"), str)]
-    return [q for q in sample["qa"] if q.get("evidence")]
+        wanted = lambda q: q["category"] in (1, 2, 3, 4) and isinstance(q.get("answer"), str)
+    else:
+        wanted = lambda q: bool(q.get("evidence"))
+    return [(i, q) for i, q in enumerate(sample["qa"]) if wanted(q)]
 
 
 def evidence_targets(question: dict, units: str) -> set[str]:
@@ -87,12 +90,13 @@ def run_conversation(sample: dict, units: str, top_k: int, embedder, workdir: Pa
         unit_of.setdefault(result["id"], unit_id)  # a reinforced unit maps to the memory it joined
         progress.step()
     records = []
-    for q in questions(sample, units):
+    for index, q in questions(sample, units):
         recalled = memory.recall(q["question"], top_k=top_k)["memories"]
         ids = [unit_of.get(m["id"]) for m in recalled]
         targets = evidence_targets(q, units)
-        record = {"sample": sample["sample_id"], "category": q["category"], "question": q["question"],
-                  "answer": q.get("answer"), "evidence": sorted(targets), "retrieved": ids}
+        # Question and answer texts stay out of the results: LoCoMo is CC BY-NC, read from ../shared only.
+        record = {"sample": sample["sample_id"], "qa": index, "category": q["category"],
+                  "evidence": sorted(targets), "retrieved": ids}
         if units == "summaries":
             record["hit"] = answer_hit(q["answer"], [m["content"] for m in recalled[:5]])
             record["evidence_recall@5"] = len(targets & set(ids[:5])) / len(targets) if targets else None
