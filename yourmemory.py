@@ -35,10 +35,12 @@ import argparse
 import difflib
 import getpass
 import hashlib
+import hmac
 import json
 import math
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -48,6 +50,7 @@ import time
 import urllib.request
 import zipfile
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -256,9 +259,33 @@ MIGRATIONS: list[str] = [
     CREATE VIRTUAL TABLE memory_vectors USING vec0(
         memory_id INTEGER PRIMARY KEY,
         embedding float[{EMBEDDING_DIM}] distance_metric=cosine,
-        user_id   TEXT,
+        scope     TEXT,     -- who may see it: the user for shared memories, user + agent for private ones
         active    INTEGER
     );
+
+    CREATE TABLE agents (
+        id          INTEGER PRIMARY KEY,
+        user_id     TEXT    NOT NULL,
+        agent_id    TEXT    NOT NULL,
+        key_hash    TEXT    NOT NULL UNIQUE,  -- SHA-256 of the key; the key itself is never stored
+        can_read    TEXT    NOT NULL,         -- JSON list of visibilities
+        can_write   TEXT    NOT NULL,
+        description TEXT,
+        created_at  REAL    NOT NULL,
+        revoked_at  REAL
+    );
+    CREATE UNIQUE INDEX agents_one_active_key ON agents(user_id, agent_id) WHERE revoked_at IS NULL;
+
+    CREATE TABLE audit_log (
+        id        INTEGER PRIMARY KEY,
+        at        REAL    NOT NULL,
+        user_id   TEXT    NOT NULL,
+        actor     TEXT    NOT NULL,           -- "user:NAME" or "agent:NAME"; never a key
+        action    TEXT    NOT NULL,
+        memory_id INTEGER,
+        detail    TEXT
+    );
+    CREATE INDEX audit_log_by_memory ON audit_log(memory_id);
 
     CREATE TABLE jobs (
         name        TEXT PRIMARY KEY,
@@ -640,6 +667,11 @@ def weigh_by_strength(relevance: float, memory_strength: float) -> float:
     return relevance * (STRENGTH_FLOOR + (1 - STRENGTH_FLOOR) * memory_strength)
 
 
+# Which memories a caller may see; every query over memories for a caller goes through it.
+VISIBLE_TO_CALLER = """(m.user_id = :user AND (
+    (m.visibility = 'shared' AND :read_shared) OR
+    (m.visibility = 'private' AND m.agent_id = :agent AND :read_private)))"""
+
 GRAPH_WALK_SQL = """
 WITH RECURSIVE walk(id, score, depth) AS (
     SELECT json_extract(seed.value, '$[0]'), json_extract(seed.value, '$[1]'), 0
@@ -648,11 +680,11 @@ WITH RECURSIVE walk(id, score, depth) AS (
     SELECT edge.target_id, walk.score * edge.weight * :damping, walk.depth + 1
     FROM walk  -- CROSS JOIN pins the loop order: walk -> its edges -> one memory by primary key
     CROSS JOIN memory_edges AS edge ON edge.source_id = walk.id
-    CROSS JOIN memories AS m ON m.id = edge.target_id AND m.status = 'active' AND m.user_id = :user
+    CROSS JOIN memories AS m ON m.id = edge.target_id AND m.status = 'active' AND {visible}
     WHERE walk.depth < :depth
 )
 SELECT id, MAX(score) AS score FROM walk WHERE depth > 0 GROUP BY id ORDER BY score DESC LIMIT :limit
-"""
+""".replace("{visible}", VISIBLE_TO_CALLER)
 
 
 # ============================================================================
@@ -663,7 +695,48 @@ SELECT id, MAX(score) AS score FROM walk WHERE depth > 0 GROUP BY id ORDER BY sc
 MCP tools and CLI commands are thin layers over these methods.
 """
 
-MEMORY_COLUMNS = ("id, user_id, content, category, importance, recall_count, status, superseded_by, "
+AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
+KEY_PREFIX = "ym_"
+INVALID_KEY = "invalid or revoked API key"
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is acting: the user directly (shared memories only) or one of the user's agents."""
+
+    user: str
+    agent: str | None = None
+    can_read: frozenset = frozenset({"shared"})
+    can_write: frozenset = frozenset({"shared"})
+
+    @property
+    def actor(self) -> str:
+        return f"agent:{self.agent}" if self.agent else f"user:{self.user}"
+
+    def scope(self, visibility: str) -> str:
+        """The vector-table scope of a memory this caller writes with ``visibility``."""
+        return self.user if visibility == "shared" else f"{self.user}\x1f{self.agent}"
+
+    def read_scopes(self) -> list[str]:
+        return [self.scope(v) for v in VISIBILITIES if v in self.can_read and (v == "shared" or self.agent)]
+
+    def sql(self) -> dict:
+        """Parameters for VISIBLE_TO_CALLER."""
+        return {"user": self.user, "agent": self.agent, "read_shared": int("shared" in self.can_read),
+                "read_private": int("private" in self.can_read and self.agent is not None)}
+
+    def sees(self, row: dict) -> bool:
+        if row["user_id"] != self.user:
+            return False
+        if row["visibility"] == "shared":
+            return "shared" in self.can_read
+        return self.agent is not None and row["agent_id"] == self.agent and "private" in self.can_read
+
+    def may_write(self, visibility: str) -> bool:
+        return visibility in self.can_write and (visibility == "shared" or self.agent is not None)
+
+
+MEMORY_COLUMNS = ("id, user_id, agent_id, visibility, content, category, importance, recall_count, status, superseded_by, "
                   "created_at, updated_at, last_accessed_at, pruned_at, predicate")
 
 
@@ -709,32 +782,37 @@ class YourMemory:
         Returns ``{action, id, category, categoryInferred, importance, ...}``; ``action`` is
         ``"store"``, ``"reinforce"`` or ``"supersede"`` (then ``supersededId`` is the old id).
         """
+        caller = self._caller(user_id, api_key)
+        visibility = self._writable(caller, visibility)
         content = _check_text(content, "content", MAX_CONTENT_CHARS)
         importance = _check_importance(importance)
         category, inferred = _check_category(category, content)
-        user = self._caller(user_id, api_key, visibility)
         if is_pure_question(content):
             raise InvalidInput("content", "this is a question, not something to remember; "
                                           "store the answer or the fact instead, and use recall_memory to ask")
         vector = self.embedder.embed_one(content)
         doc = parse(content)
+        new = {"content": content, "importance": importance, "category": category, "visibility": visibility,
+               "predicate": main_predicate(doc)}
         with self._lock, transaction(self.db):
             now = self.clock()
-            neighbours = self._nearest(vector, user, DEDUP_NEIGHBOURS)
-            for memory_id, similarity, old_content in neighbours:
+            # Only memories of the same visibility and owner are compared: a store never
+            # reinforces, supersedes or reveals a memory the caller could not write itself.
+            for memory_id, similarity, old_content in self._nearest(vector, [caller.scope(visibility)],
+                                                                    DEDUP_NEIGHBOURS):
                 if similarity < CONTRADICTION_MIN_SIMILARITY:
                     break
                 if contradicts(parse(old_content), doc):
-                    new_id = self._insert(content, importance, category, user, vector, main_predicate(doc), now)
-                    self._supersede(memory_id, new_id, now)
+                    new_id = self._insert(new, caller, vector, now)
+                    self._supersede(memory_id, new_id, caller, now)
                     return self._stored("supersede", new_id, category, inferred, importance,
                                         supersededId=memory_id, supersededContent=old_content)
                 if similarity >= DUPLICATE_SIMILARITY and content_words(content) <= content_words(old_content):
-                    self._reinforce(memory_id, importance, now)
+                    self._reinforce(memory_id, importance, caller, now)
                     kept = self._memory_rows([memory_id])[memory_id]
                     return self._stored("reinforce", memory_id, kept["category"], False, kept["importance"],
                                         content=old_content)
-            new_id = self._insert(content, importance, category, user, vector, main_predicate(doc), now)
+            new_id = self._insert(new, caller, vector, now)
             return self._stored("store", new_id, category, inferred, importance)
 
     def _stored(self, action: str, memory_id: int, category: str, inferred: bool, importance: float,
@@ -746,37 +824,53 @@ class YourMemory:
                          "which is kept as history and no longer recalled.",
         }
         edges = self.db.execute("SELECT count(*) FROM memory_edges WHERE source_id = ?", (memory_id,)).fetchone()[0]
+        visibility = self.db.execute("SELECT visibility FROM memories WHERE id = ?", (memory_id,)).fetchone()[0]
         return {"action": action, "id": memory_id, "category": category, "categoryInferred": inferred,
-                "importance": importance, "edges": edges, "message": messages[action], **extra}
+                "importance": importance, "visibility": visibility, "edges": edges, "message": messages[action],
+                **extra}
 
-    def _nearest(self, vector, user: str, k: int) -> list[tuple[int, float, str]]:
-        rows = self.db.execute(
-            """SELECT v.memory_id, 1 - v.distance, m.content
-               FROM memory_vectors AS v JOIN memories AS m ON m.id = v.memory_id
-               WHERE v.embedding MATCH :vector AND k = :k AND v.user_id = :user AND v.active = 1
-               ORDER BY v.distance""",
-            {"vector": vector_blob(vector), "k": k, "user": user}).fetchall()
-        return [(row[0], float(row[1]), row[2]) for row in rows]
+    def _nearest(self, vector, scopes: list[str], k: int) -> list[tuple[int, float, str]]:
+        """The k nearest active memories within ``scopes``, one KNN query per scope.
 
-    def _insert(self, content, importance, category, user, vector, predicate, now) -> int:
+        One query per scope, because sqlite-vec applies an OR on metadata after the top-k.
+        """
+        found = []
+        for scope in scopes:
+            found += self.db.execute(
+                """SELECT v.memory_id, 1 - v.distance, m.content
+                   FROM memory_vectors AS v JOIN memories AS m ON m.id = v.memory_id
+                   WHERE v.embedding MATCH :vector AND k = :k AND v.scope = :scope AND v.active = 1""",
+                {"vector": vector_blob(vector), "k": k, "scope": scope}).fetchall()
+        found.sort(key=lambda row: -row[1])
+        return [(row[0], float(row[1]), row[2]) for row in found[:k]]
+
+    def _insert(self, new: dict, caller: Caller, vector, now: float) -> int:
         memory_id = self.db.execute(
-            """INSERT INTO memories (user_id, content, category, importance, predicate,
+            """INSERT INTO memories (user_id, agent_id, visibility, content, category, importance, predicate,
                                      created_at, updated_at, last_accessed_at)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
-            (user, content, category, importance, predicate, now, now, now)).lastrowid
-        self.db.execute("INSERT INTO memory_vectors (memory_id, embedding, user_id, active) VALUES (?, ?, ?, 1)",
-                        (memory_id, vector_blob(vector), user))
-        self._link(memory_id, vector, user, predicate)
+               VALUES (:user, :agent, :visibility, :content, :category, :importance, :predicate, :now, :now, :now)""",
+            {**new, "user": caller.user, "agent": caller.agent, "now": now}).lastrowid
+        self.db.execute("INSERT INTO memory_vectors (memory_id, embedding, scope, active) VALUES (?, ?, ?, 1)",
+                        (memory_id, vector_blob(vector), caller.scope(new["visibility"])))
+        self._link(memory_id, vector, self._link_scopes(caller, new["visibility"]), new["predicate"])
+        self._audit(caller, "store", memory_id, now)
         return memory_id
 
-    def _link(self, memory_id: int, vector, user: str, predicate: str | None) -> None:
+    @staticmethod
+    def _link_scopes(caller: Caller, visibility: str) -> list[str]:
+        """A shared memory links only to shared ones; a private one also to the shared ones its agent reads."""
+        if visibility == "shared":
+            return [caller.scope("shared")]
+        return [caller.scope("private")] + ([caller.scope("shared")] if "shared" in caller.can_read else [])
+
+    def _link(self, memory_id: int, vector, scopes: list[str], predicate: str | None) -> None:
         """Connect a memory to its semantic neighbours, both directions.
 
         Every memory keeps only its EDGE_FANOUT strongest outgoing edges, so a chatty
         topic cannot grow a hub that makes each graph walk touch thousands of rows.
         """
         weight = verb_weight(predicate)
-        for other_id, similarity, _ in self._nearest(vector, user, EDGE_FANOUT + 1):
+        for other_id, similarity, _ in self._nearest(vector, scopes, EDGE_FANOUT + 1):
             if other_id == memory_id or similarity < EDGE_MIN_SIMILARITY:
                 continue
             for source, target in ((memory_id, other_id), (other_id, memory_id)):
@@ -791,19 +885,21 @@ class YourMemory:
                        ORDER BY weight DESC, target_id DESC LIMIT :fanout)""",
                 {"node": other_id, "fanout": EDGE_FANOUT})
 
-    def _supersede(self, old_id: int, new_id: int, now: float) -> None:
+    def _supersede(self, old_id: int, new_id: int, caller: Caller, now: float) -> None:
         self.db.execute("UPDATE memories SET status = 'superseded', superseded_by = ?, updated_at = ? WHERE id = ?",
                         (new_id, now, old_id))
         self.db.execute("UPDATE memory_vectors SET active = 0 WHERE memory_id = ?", (old_id,))
         self.db.execute("""INSERT INTO memory_history (memory_id, content, importance, reason, changed_at)
                            SELECT id, content, importance, 'superseded', ? FROM memories WHERE id = ?""",
                         (now, old_id))
+        self._audit(caller, "supersede", old_id, now, f"superseded by memory {new_id}")
 
-    def _reinforce(self, memory_id: int, importance: float, now: float) -> None:
+    def _reinforce(self, memory_id: int, importance: float, caller: Caller, now: float) -> None:
         self.db.execute(
             """UPDATE memories SET recall_count = recall_count + 1, importance = max(importance, ?),
                                    last_accessed_at = ?, updated_at = ? WHERE id = ?""",
             (importance, now, now, memory_id))
+        self._audit(caller, "reinforce", memory_id, now)
 
     # -- recall --------------------------------------------------------------
 
@@ -814,30 +910,31 @@ class YourMemory:
         Round 1 fuses vector and BM25 candidates; round 2 walks the graph from the
         round-1 seeds. Recalled memories are reinforced; their neighbours a little.
         """
+        caller = self._caller(user_id, api_key)
         query = _check_text(query, "query", MAX_QUERY_CHARS)
         top_k = _check_top_k(top_k)
-        user = self._caller(user_id, api_key, "shared")
         vector = self.embedder.embed_one(query)
         with self._lock, transaction(self.db):
             now = self.clock()
-            candidates = self._round_one(query, vector, user, max(MIN_CANDIDATES, 4 * top_k), now)
+            candidates = self._round_one(query, vector, caller, max(MIN_CANDIDATES, 4 * top_k), now)
             seeds = sorted(candidates.values(), key=lambda c: -c["score"])[:top_k]
-            self._round_two(candidates, seeds, user, top_k, now)
+            self._round_two(candidates, seeds, caller, top_k, now)
             chosen = sorted(candidates.values(), key=lambda c: -c["score"])[:top_k]
-            self._reinforce_recalled([c["id"] for c in chosen], now)
+            self._reinforce_recalled([c["id"] for c in chosen], caller, now)
             memories = [self._public(c, now) for c in chosen]
         return {"memoriesFound": len(memories), "context": render_context(memories), "memories": memories}
 
-    def _round_one(self, query: str, vector, user: str, limit: int, now: float) -> dict[int, dict]:
+    def _round_one(self, query: str, vector, caller: Caller, limit: int, now: float) -> dict[int, dict]:
         found: dict[int, dict] = {}
-        for memory_id, similarity, _ in self._nearest(vector, user, limit):
+        for memory_id, similarity, _ in self._nearest(vector, caller.read_scopes(), limit):
             found[memory_id] = {"id": memory_id, "similarity": similarity, "bm25": 0.0, "via": "vector"}
         match = fts_query(query)
         if match:
             rows = self.db.execute(
-                """SELECT m.id, -bm25(memory_fts) FROM memory_fts JOIN memories AS m ON m.id = memory_fts.rowid
-                   WHERE memory_fts MATCH ? AND m.user_id = ? AND m.status = 'active'
-                   ORDER BY bm25(memory_fts) LIMIT ?""", (match, user, limit)).fetchall()
+                f"""SELECT m.id, -bm25(memory_fts) FROM memory_fts JOIN memories AS m ON m.id = memory_fts.rowid
+                    WHERE memory_fts MATCH :match AND m.status = 'active' AND {VISIBLE_TO_CALLER}
+                    ORDER BY bm25(memory_fts) LIMIT :limit""",
+                {"match": match, "limit": limit, **caller.sql()}).fetchall()
             for memory_id, bm25 in rows:
                 entry = found.setdefault(memory_id, {"id": memory_id, "similarity": None, "bm25": 0.0, "via": "bm25"})
                 entry["bm25"] = float(bm25)
@@ -864,13 +961,13 @@ class YourMemory:
         for memory_id, similarity in rows:
             found[memory_id]["similarity"] = float(similarity)
 
-    def _round_two(self, candidates: dict[int, dict], seeds: list[dict], user: str, top_k: int, now: float):
+    def _round_two(self, candidates: dict[int, dict], seeds: list[dict], caller: Caller, top_k: int, now: float):
         """Graph expansion: neighbours of the seeds enter with the seed's score times the path weight."""
         if not seeds:
             return
         rows = self.db.execute(GRAPH_WALK_SQL, {
             "seeds": json.dumps([[s["id"], s["score"]] for s in seeds]), "damping": GRAPH_DAMPING,
-            "user": user, "depth": GRAPH_DEPTH, "limit": 4 * top_k}).fetchall()
+            "depth": GRAPH_DEPTH, "limit": 4 * top_k, **caller.sql()}).fetchall()
         reached = {memory_id: score for memory_id, score in rows if memory_id not in candidates}
         memory_rows = self._memory_rows(reached)
         for memory_id, walked_score in reached.items():
@@ -893,19 +990,19 @@ class YourMemory:
     def _strength(row: dict, now: float) -> float:
         return strength(row["importance"], row["category"], row["recall_count"], row["last_accessed_at"], now)
 
-    def _reinforce_recalled(self, ids: list[int], now: float) -> None:
-        """Recalled: +1 recall, clock reset. Their neighbours: the decay clock moves part-way to now."""
+    def _reinforce_recalled(self, ids: list[int], caller: Caller, now: float) -> None:
+        """Recalled: +1 recall, clock reset. Their visible neighbours: the decay clock moves part-way to now."""
         if not ids:
             return
         chosen = json.dumps(ids)
         self.db.execute(
-            """UPDATE memories SET last_accessed_at = last_accessed_at + (:now - last_accessed_at) * min(1.0,
-                   :share * (SELECT max(e.weight) FROM memory_edges AS e
-                             WHERE e.target_id = memories.id AND e.source_id IN (SELECT value FROM json_each(:ids))))
-               WHERE status = 'active'
-                 AND id IN (SELECT target_id FROM memory_edges WHERE source_id IN (SELECT value FROM json_each(:ids)))
-                 AND id NOT IN (SELECT value FROM json_each(:ids))""",
-            {"now": now, "share": RECALL_PROPAGATION, "ids": chosen})
+            f"""UPDATE memories AS m SET last_accessed_at = last_accessed_at + (:now - last_accessed_at) * min(1.0,
+                    :share * (SELECT max(e.weight) FROM memory_edges AS e
+                              WHERE e.target_id = m.id AND e.source_id IN (SELECT value FROM json_each(:ids))))
+                WHERE m.status = 'active' AND {VISIBLE_TO_CALLER}
+                  AND m.id IN (SELECT target_id FROM memory_edges WHERE source_id IN (SELECT value FROM json_each(:ids)))
+                  AND m.id NOT IN (SELECT value FROM json_each(:ids))""",
+            {"now": now, "share": RECALL_PROPAGATION, "ids": chosen, **caller.sql()})
         self.db.execute(
             """UPDATE memories SET recall_count = recall_count + 1, last_accessed_at = ?
                WHERE id IN (SELECT value FROM json_each(?))""", (now, chosen))
@@ -928,16 +1025,16 @@ class YourMemory:
     def update(self, memory_id: int, new_content: str, importance: float | None = None, *,
                user_id: str | None = None, api_key: str | None = None) -> dict:
         """Replace a memory's text (and optionally importance); the old text goes to history."""
+        caller = self._caller(user_id, api_key)
         memory_id = _check_id(memory_id)
         new_content = _check_text(new_content, "new_content", MAX_CONTENT_CHARS)
         if importance is not None:
             importance = _check_importance(importance)
-        user = self._caller(user_id, api_key, "shared")
         vector = self.embedder.embed_one(new_content)
         predicate = main_predicate(parse(new_content))
         with self._lock, transaction(self.db):
             now = self.clock()
-            row = self._require(memory_id, user)
+            row = self._require(memory_id, caller, write=True)
             if row["status"] == "superseded":
                 raise InvalidInput("memory_id", f"memory {memory_id} was superseded by memory "
                                                 f"{row['superseded_by']}; update that one")
@@ -953,29 +1050,31 @@ class YourMemory:
             self.db.execute("UPDATE memory_vectors SET embedding = ? WHERE memory_id = ?",
                             (vector_blob(vector), memory_id))
             self.db.execute("DELETE FROM memory_edges WHERE source_id = ? OR target_id = ?", (memory_id, memory_id))
-            self._link(memory_id, vector, user, predicate)
+            self._link(memory_id, vector, self._link_scopes(caller, row["visibility"]), predicate)
+            self._audit(caller, "update", memory_id, now)
             updated = self._get(memory_id)
         return {"action": "update", "id": memory_id, "previousContent": row["content"], "memory": updated,
                 "message": f"Updated memory {memory_id}; the previous text is kept in its history."}
 
     def forget(self, memory_id: int, *, user_id: str | None = None, api_key: str | None = None) -> dict:
         """Delete a memory for good, with its vector, index entry, edges and history."""
+        caller = self._caller(user_id, api_key)
         memory_id = _check_id(memory_id)
-        user = self._caller(user_id, api_key, "shared")
         with self._lock, transaction(self.db):
-            row = self._require(memory_id, user)
+            row = self._require(memory_id, caller, write=True)
+            self._audit(caller, "forget", memory_id, self.clock())
             self.db.execute("UPDATE memories SET superseded_by = NULL WHERE superseded_by = ?", (memory_id,))
             self.db.execute("DELETE FROM memory_vectors WHERE memory_id = ?", (memory_id,))
             self.db.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
         return {"action": "forget", "id": memory_id, "content": row["content"],
                 "message": f"Forgot memory {memory_id}."}
 
-    def get(self, memory_id: int, *, user_id: str | None = None) -> dict:
+    def get(self, memory_id: int, *, user_id: str | None = None, api_key: str | None = None) -> dict:
         """One memory with its status and history, whatever its status."""
+        caller = self._caller(user_id, api_key)
         memory_id = _check_id(memory_id)
-        user = self._caller(user_id, None, "shared")
         with self._lock:
-            self._require(memory_id, user)
+            self._require(memory_id, caller)
             return self._get(memory_id)
 
     def _get(self, memory_id: int) -> dict:
@@ -987,16 +1086,19 @@ class YourMemory:
         return {
             "id": row["id"], "content": row["content"], "category": row["category"],
             "importance": row["importance"], "strength": round(self._strength(row, now), 4),
-            "recall_count": row["recall_count"], "status": row["status"], "superseded_by": row["superseded_by"],
+            "visibility": row["visibility"], "recall_count": row["recall_count"], "status": row["status"], "superseded_by": row["superseded_by"],
             "created_at": iso(row["created_at"]), "updated_at": iso(row["updated_at"]),
             "last_accessed_at": iso(row["last_accessed_at"]), "pruned_at": iso(row["pruned_at"]),
             "history": [{"content": c, "importance": i, "reason": r, "changed_at": iso(t)} for c, i, r, t in history],
         }
 
-    def _require(self, memory_id: int, user: str) -> dict:
+    def _require(self, memory_id: int, caller: Caller, write: bool = False) -> dict:
+        """The memory if the caller may see it (and write it); a memory it may not see does not exist."""
         row = self._memory_rows([memory_id]).get(memory_id)
-        if row is None or row["user_id"] != user:
-            raise NotFound(f"memory_id: no memory {memory_id} for user {user!r}")
+        if row is None or not caller.sees(row):
+            raise NotFound(f"memory_id: no memory {memory_id}")
+        if write and not caller.may_write(row["visibility"]):
+            raise InvalidInput("api_key", f"{caller.actor} may not change {row['visibility']} memories")
         return row
 
     # -- decay: prune, purge, restore, stats ----------------------------------
@@ -1036,53 +1138,166 @@ class YourMemory:
         return self.db.execute("DELETE FROM memories WHERE status = 'pruned' AND pruned_at < ?",
                                (pruned_before,)).rowcount
 
-    def restore(self, memory_id: int, *, user_id: str | None = None) -> dict:
-        """Bring a pruned memory back, as fresh as when it was last used... from now."""
+    def restore(self, memory_id: int, *, user_id: str | None = None, api_key: str | None = None) -> dict:
+        """Bring a pruned memory back; its decay clock starts again from now."""
+        caller = self._caller(user_id, api_key)
         memory_id = _check_id(memory_id)
-        user = self._caller(user_id, None, "shared")
         with self._lock, transaction(self.db):
-            row = self._require(memory_id, user)
+            row = self._require(memory_id, caller, write=True)
             if row["status"] != "pruned":
                 raise InvalidInput("memory_id", f"memory {memory_id} is {row['status']}, not pruned")
             now = self.clock()
             self.db.execute("""UPDATE memories SET status = 'active', pruned_at = NULL, last_accessed_at = ?,
                                updated_at = ? WHERE id = ?""", (now, now, memory_id))
             self.db.execute("UPDATE memory_vectors SET active = 1 WHERE memory_id = ?", (memory_id,))
+            self._audit(caller, "restore", memory_id, now)
             return {"action": "restore", "id": memory_id, "memory": self._get(memory_id)}
 
-    def stats(self, *, user_id: str | None = None) -> dict:
-        """Counts per status and category, and a histogram of active memories' strength."""
-        user = self._caller(user_id, None, "shared")
+    def stats(self, *, user_id: str | None = None, api_key: str | None = None) -> dict:
+        """Counts per status and category, and a histogram of active memories' strength,
+        over the memories the caller may see."""
+        caller = self._caller(user_id, api_key)
+        visible = {**caller.sql(), "now": self.clock()}
         with self._lock:
-            now = self.clock()
             by_status = dict(self.db.execute(
-                "SELECT status, count(*) FROM memories WHERE user_id = ? GROUP BY status", (user,)).fetchall())
+                f"SELECT status, count(*) FROM memories AS m WHERE {VISIBLE_TO_CALLER} GROUP BY status",
+                visible).fetchall())
             by_category = dict(self.db.execute(
-                """SELECT category, count(*) FROM memories WHERE user_id = ? AND status = 'active'
-                   GROUP BY category""", (user,)).fetchall())
+                f"""SELECT category, count(*) FROM memories AS m WHERE m.status = 'active' AND {VISIBLE_TO_CALLER}
+                    GROUP BY category""", visible).fetchall())
             strengths = [row[0] for row in self.db.execute(
-                """SELECT ym_strength(importance, category, recall_count, last_accessed_at, ?)
-                   FROM memories WHERE user_id = ? AND status = 'active'""", (now, user))]
+                f"""SELECT ym_strength(importance, category, recall_count, last_accessed_at, :now)
+                    FROM memories AS m WHERE m.status = 'active' AND {VISIBLE_TO_CALLER}""", visible)]
             edges = self.db.execute(
-                """SELECT count(*) FROM memory_edges AS e JOIN memories AS m ON m.id = e.source_id
-                   WHERE m.user_id = ?""", (user,)).fetchone()[0]
-        return {"user": user, "database": str(self.path),
+                f"""SELECT count(*) FROM memory_edges AS e JOIN memories AS m ON m.id = e.source_id
+                    JOIN memories AS t ON t.id = e.target_id
+                    WHERE {VISIBLE_TO_CALLER} AND {VISIBLE_TO_CALLER.replace("m.", "t.")}""", visible).fetchone()[0]
+        return {"user": caller.user, "database": str(self.path),
                 "memories": {status: by_status.get(status, 0) for status in ("active", "superseded", "pruned")},
                 "categories": {c: by_category.get(c, 0) for c in CATEGORIES},
                 "strength": strength_histogram(strengths), "edges": edges}
 
-    # -- callers ----------------------------------------------------------------
+    # -- callers: agents, keys, audit ----------------------------------------------
 
-    def _caller(self, user_id: str | None, api_key: str | None, visibility: str) -> str:
-        """Resolve who is acting. Without registered agents every key is invalid."""
+    def _caller(self, user_id: str | None, api_key: str | None) -> Caller:
+        """Who is acting. No key: the user, shared memories only. A key: that agent, within its rights."""
         user = self.user if user_id is None else _check_user(user_id, "user_id")
-        if api_key is not None:
-            raise InvalidInput("api_key", "invalid or revoked API key")
+        if api_key is None:
+            return Caller(user)
+        agent = self._authenticate(api_key)
+        if user_id is not None and agent.user != user:
+            raise InvalidInput("user_id", "the api_key belongs to another user")
+        return agent
+
+    def _authenticate(self, api_key: Any) -> Caller:
+        """The agent a key belongs to. The key is looked up by its SHA-256 and compared in
+        constant time; an unknown, malformed or revoked key gets one and the same answer."""
+        digest = key_digest(api_key)
+        with self._lock:
+            row = self.db.execute(
+                """SELECT user_id, agent_id, key_hash, can_read, can_write FROM agents
+                   WHERE key_hash = ? AND revoked_at IS NULL""", (digest,)).fetchone()
+        if row is None or not hmac.compare_digest(row[2], digest):
+            raise InvalidInput("api_key", INVALID_KEY)
+        return Caller(row[0], row[1], frozenset(json.loads(row[3])), frozenset(json.loads(row[4])))
+
+    @staticmethod
+    def _writable(caller: Caller, visibility: Any) -> str:
         if visibility not in VISIBILITIES:
             raise InvalidInput("visibility", f"must be one of {', '.join(VISIBILITIES)}, not {visibility!r}")
-        if visibility == "private":
-            raise InvalidInput("visibility", "private memories belong to an agent; pass that agent's api_key")
-        return user
+        if not caller.may_write(visibility):
+            if caller.agent is None:
+                raise InvalidInput("visibility", "private memories belong to an agent; pass that agent's api_key")
+            raise InvalidInput("visibility", f"{caller.actor} may not write {visibility} memories")
+        return visibility
+
+    def _audit(self, caller: Caller, action: str, memory_id: int | None, now: float, detail: str | None = None):
+        self.db.execute("INSERT INTO audit_log (at, user_id, actor, action, memory_id, detail) VALUES (?, ?, ?, ?, ?, ?)",
+                        (now, caller.user, caller.actor, action, memory_id, detail))
+
+    def register_agent(self, agent_id: str, *, user_id: str | None = None,
+                       can_read: Iterable[str] | None = None, can_write: Iterable[str] | None = None,
+                       description: str | None = None, rotate: bool = False) -> dict:
+        """Create an agent of one user and return its API key; the key is shown this once.
+
+        Rights default to reading and writing both shared and private memories.
+        Registering an agent that already has an active key fails unless ``rotate``,
+        which revokes the old key and issues a new one with the same rights and
+        description unless new ones are given.
+        """
+        user = self.user if user_id is None else _check_user(user_id, "user_id")
+        agent_id = _check_agent_id(agent_id)
+        given = {"can_read": None if can_read is None else _check_rights(can_read, "can_read"),
+                 "can_write": None if can_write is None else _check_rights(can_write, "can_write")}
+        if description is not None and (not isinstance(description, str) or len(description) > 1000):
+            raise InvalidInput("description", "must be a string of at most 1,000 characters")
+        api_key = KEY_PREFIX + secrets.token_urlsafe(32)
+        with self._lock, transaction(self.db):
+            now = self.clock()
+            active = self.db.execute(
+                """SELECT id, can_read, can_write, description FROM agents
+                   WHERE user_id = ? AND agent_id = ? AND revoked_at IS NULL""", (user, agent_id)).fetchone()
+            if active and not rotate:
+                raise InvalidInput("agent_id", f"agent {agent_id!r} of user {user!r} already has an active key; "
+                                               "rotate it (--rotate) to issue a new one and revoke the old")
+            previous = {"can_read": json.loads(active[1]), "can_write": json.loads(active[2])} if active else {}
+            rights = {name: given[name] or previous.get(name) or list(VISIBILITIES) for name in given}
+            if description is None and active:
+                description = active[3]
+            if active:
+                self.db.execute("UPDATE agents SET revoked_at = ? WHERE id = ?", (now, active[0]))
+            self.db.execute(
+                """INSERT INTO agents (user_id, agent_id, key_hash, can_read, can_write, description, created_at)
+                   VALUES (?, ?, ?, ?, ?, ?, ?)""",
+                (user, agent_id, key_digest(api_key), json.dumps(rights["can_read"]),
+                 json.dumps(rights["can_write"]), description, now))
+            self._audit(Caller(user), "rotate agent key" if active else "register agent", None, now, agent_id)
+        return {"agent_id": agent_id, "user": user, "api_key": api_key, **rights, "description": description,
+                "rotated": bool(active)}
+
+    def revoke_agent(self, agent_id: str, *, user_id: str | None = None) -> dict:
+        """Revoke an agent's key at once; its private memories stay, readable by nobody but a new key."""
+        user = self.user if user_id is None else _check_user(user_id, "user_id")
+        agent_id = _check_agent_id(agent_id)
+        with self._lock, transaction(self.db):
+            now = self.clock()
+            revoked = self.db.execute(
+                "UPDATE agents SET revoked_at = ? WHERE user_id = ? AND agent_id = ? AND revoked_at IS NULL",
+                (now, user, agent_id)).rowcount
+            if not revoked:
+                raise NotFound(f"agent_id: no active agent {agent_id!r} for user {user!r}")
+            self._audit(Caller(user), "revoke agent", None, now, agent_id)
+        return {"agent_id": agent_id, "user": user, "revoked": True}
+
+    def list_agents(self, *, user_id: str | None = None) -> list[dict]:
+        """The user's agents with their rights and key status (never the keys)."""
+        user = self.user if user_id is None else _check_user(user_id, "user_id")
+        with self._lock:
+            rows = self.db.execute(
+                """SELECT agent_id, can_read, can_write, description, created_at, revoked_at FROM agents
+                   WHERE user_id = ? ORDER BY agent_id, created_at""", (user,)).fetchall()
+        return [{"agent_id": a, "can_read": json.loads(r), "can_write": json.loads(w), "description": d,
+                 "created_at": iso(c), "revoked_at": iso(x), "active": x is None} for a, r, w, d, c, x in rows]
+
+    def audit(self, *, user_id: str | None = None, memory_id: int | None = None, limit: int = 100) -> list[dict]:
+        """Who created, reinforced, superseded, updated, forgot or restored which memory, newest first."""
+        user = self.user if user_id is None else _check_user(user_id, "user_id")
+        if memory_id is not None:
+            memory_id = _check_id(memory_id)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidInput("limit", "must be a positive integer")
+        with self._lock:
+            rows = self.db.execute(
+                """SELECT at, actor, action, memory_id, detail FROM audit_log
+                   WHERE user_id = :user AND (:memory IS NULL OR memory_id = :memory)
+                   ORDER BY id DESC LIMIT :limit""", {"user": user, "memory": memory_id, "limit": limit}).fetchall()
+        return [{"at": iso(t), "actor": a, "action": act, "memory_id": m, "detail": d} for t, a, act, m, d in rows]
+
+
+def key_digest(api_key: Any) -> str:
+    if not isinstance(api_key, str):
+        raise InvalidInput("api_key", INVALID_KEY)
+    return hashlib.sha256(api_key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 PRUNE_CANDIDATES_SQL = """
@@ -1171,9 +1386,25 @@ def _check_id(value: Any) -> int:
 def _check_user(value: Any, field: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InvalidInput(field, "must be a non-empty string")
-    if len(value) > 128 or "\x00" in value:
-        raise InvalidInput(field, "must be at most 128 characters, without NUL")
+    if len(value) > 128 or any(ord(c) < 32 for c in value):
+        raise InvalidInput(field, "must be at most 128 characters, without control characters")
     return value.strip().lower()
+
+
+def _check_agent_id(value: Any) -> str:
+    if not isinstance(value, str) or not AGENT_ID.fullmatch(value):
+        raise InvalidInput("agent_id", "must be 1-64 characters: letters, digits and _ . @ -, "
+                                       "starting with a letter or digit")
+    return value
+
+
+def _check_rights(value: Any, field: str) -> list[str]:
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    rights = list(dict.fromkeys(value)) if isinstance(value, (list, tuple, set, frozenset)) else None
+    if not rights or any(r not in VISIBILITIES for r in rights):
+        raise InvalidInput(field, f"must be a non-empty list drawn from {', '.join(VISIBILITIES)}")
+    return sorted(rights, key=VISIBILITIES.index)
 
 
 # ============================================================================
@@ -1208,6 +1439,7 @@ def build_server(memory: YourMemory):
         category: str
         categoryInferred: bool
         importance: float
+        visibility: Literal["shared", "private"]
         edges: int
         message: str
         supersededId: int
@@ -1611,6 +1843,22 @@ def parse_args(argv: Sequence[str] | None):
     stats_parser.add_argument("--json", action="store_true", help="machine-readable output")
     restore_parser = commands.add_parser("restore", help="bring back a pruned memory (kept 30 days)")
     restore_parser.add_argument("memory_id", type=int)
+    agent_parser = commands.add_parser("agent", help="register, revoke and list agents and their API keys")
+    agent_commands = agent_parser.add_subparsers(dest="agent_command", metavar="ACTION", required=True)
+    register = agent_commands.add_parser("register", help="create an agent and print its API key once")
+    register.add_argument("agent_id")
+    register.add_argument("--read", help="visibilities it may read: shared,private (default: both; "
+                                          "on --rotate: unchanged)")
+    register.add_argument("--write", help="visibilities it may write: shared,private (default: both; "
+                                           "on --rotate: unchanged)")
+    register.add_argument("--description")
+    register.add_argument("--rotate", action="store_true", help="revoke the active key and issue a new one")
+    revoke = agent_commands.add_parser("revoke", help="revoke an agent's key now")
+    revoke.add_argument("agent_id")
+    agent_commands.add_parser("list", help="the user's agents (never their keys)")
+    audit_parser = commands.add_parser("audit", help="who created, updated, superseded or forgot which memory")
+    audit_parser.add_argument("--memory", type=int, help="only this memory id")
+    audit_parser.add_argument("--limit", type=int, default=100)
     return parser.parse_args(argv)
 
 
@@ -1643,10 +1891,42 @@ def main(argv: Sequence[str] | None = None) -> int:
             elif command == "restore":
                 restored = memory.restore(args.memory_id)
                 print(f"Restored memory {restored['id']}: {restored['memory']['content']}")
+            elif command == "agent":
+                run_agent_command(memory, args)
+            elif command == "audit":
+                for entry in memory.audit(memory_id=args.memory, limit=args.limit):
+                    target = f" memory {entry['memory_id']}" if entry["memory_id"] is not None else ""
+                    detail = f" ({entry['detail']})" if entry["detail"] else ""
+                    print(f"{entry['at']}  {entry['actor']:<24} {entry['action']}{target}{detail}")
         return 0
     except YourMemoryError as error:
         print(f"yourmemory: error: {error}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # output piped into `head` and the like
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def run_agent_command(memory: YourMemory, args) -> None:
+    if args.agent_command == "register":
+        agent = memory.register_agent(args.agent_id, can_read=args.read, can_write=args.write,
+                                      description=args.description, rotate=args.rotate)
+        print(f"{'Rotated' if agent['rotated'] else 'Registered'} agent {agent['agent_id']} of user {agent['user']} "
+              f"(read: {', '.join(agent['can_read'])}; write: {', '.join(agent['can_write'])}).")
+        print("Its API key, shown only this once (only its SHA-256 is stored):\n")
+        print(f"    {agent['api_key']}\n")
+        print('Give it to the agent as the api_key argument of every tool call.')
+    elif args.agent_command == "revoke":
+        memory.revoke_agent(args.agent_id)
+        print(f"Revoked the key of agent {args.agent_id}; it is refused from now on.")
+    else:
+        agents = memory.list_agents()
+        if not agents:
+            print(f"No agents registered for user {memory.user}.")
+        for agent in agents:
+            state = "active" if agent["active"] else f"revoked {agent['revoked_at']}"
+            print(f"{agent['agent_id']:<24} read {','.join(agent['can_read']):<15} "
+                  f"write {','.join(agent['can_write']):<15} {state:<32} {agent['description'] or ''}")
 
 
 def print_prune_report(report: dict) -> None:

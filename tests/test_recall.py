@@ -1,6 +1,7 @@
 """Recall: hybrid search, FTS5-safe queries, graph expansion, strength weighting, namespaces."""
 import pytest
 
+import yourmemory
 from yourmemory import InvalidInput
 
 FACTS = [
@@ -93,8 +94,9 @@ def test_graph_expansion_comes_from_a_recursive_walk(memory):
     b = memory.store("The Redis cluster depends on the Sentinel nodes")
     c = memory.store("Sentinel nodes are patched on the first Monday of the month")
     walked = memory.db.execute(
-        __import__("yourmemory").GRAPH_WALK_SQL,
-        {"seeds": f"[[{a['id']}, 1.0]]", "damping": 1.0, "user": "ada", "depth": 2, "limit": 10}).fetchall()
+        yourmemory.GRAPH_WALK_SQL,
+        {"seeds": f"[[{a['id']}, 1.0]]", "damping": 1.0, "depth": 2, "limit": 10,
+         **yourmemory.Caller("ada").sql()}).fetchall()
     reached = {row[0] for row in walked}
     assert b["id"] in reached
     direct = {row[0] for row in memory.db.execute(
