@@ -891,38 +891,41 @@ class YourMemory:
              "tokens": len(fts_terms(self.db, new["content"]))}).lastrowid
         self.db.execute("INSERT INTO memory_vectors (memory_id, embedding, scope, active) VALUES (?, ?, ?, 1)",
                         (memory_id, vector_blob(vector), caller.scope(new["visibility"])))
-        self._link(memory_id, vector, self._link_scopes(caller, new["visibility"]), new["predicate"])
+        self._link(memory_id, vector, caller, new["visibility"], new["predicate"])
         self._audit(caller, "store", memory_id, now)
         return memory_id
 
-    @staticmethod
-    def _link_scopes(caller: Caller, visibility: str) -> list[str]:
-        """A shared memory links only to shared ones; a private one also to the shared ones its agent reads."""
-        if visibility == "shared":
-            return [caller.scope("shared")]
-        return [caller.scope("private")] + ([caller.scope("shared")] if "shared" in caller.can_read else [])
+    def _link(self, memory_id: int, vector, caller: Caller, visibility: str, predicate: str | None) -> None:
+        """Connect a memory to its semantic neighbours (cosine >= 0.4).
 
-    def _link(self, memory_id: int, vector, scopes: list[str], predicate: str | None) -> None:
-        """Connect a memory to its semantic neighbours, both directions.
-
-        Every memory keeps only its EDGE_FANOUT strongest outgoing edges, so a chatty
-        topic cannot grow a hub that makes each graph walk touch thousands of rows.
+        Within the memory's own scope, links go both ways. A private memory also links
+        one way to the shared memories its agent reads; no shared memory ever links to a
+        private one, so nobody else's recall walks into it or moves its decay clock, and
+        private stores never crowd shared links out. Every memory keeps only its
+        EDGE_FANOUT strongest outgoing edges, so a chatty topic cannot grow a hub.
         """
         weight = verb_weight(predicate)
-        for other_id, similarity, _ in self._nearest(vector, scopes, EDGE_FANOUT + 1):
-            if other_id == memory_id or similarity < EDGE_MIN_SIMILARITY:
-                continue
-            for source, target in ((memory_id, other_id), (other_id, memory_id)):
-                self.db.execute(
-                    """INSERT INTO memory_edges (source_id, target_id, weight, relation) VALUES (?, ?, ?, ?)
-                       ON CONFLICT (source_id, target_id) DO UPDATE SET weight = excluded.weight,
-                                                                        relation = excluded.relation""",
-                    (source, target, round(similarity * weight, 6), predicate))
-            self.db.execute(
-                """DELETE FROM memory_edges WHERE source_id = :node AND target_id NOT IN (
-                       SELECT target_id FROM memory_edges WHERE source_id = :node
-                       ORDER BY weight DESC, target_id DESC LIMIT :fanout)""",
-                {"node": other_id, "fanout": EDGE_FANOUT})
+        own = caller.scope(visibility)
+        reach = [own] + ([caller.scope("shared")] if visibility == "private" and "shared" in caller.can_read else [])
+        for scope in reach:
+            for other_id, similarity, _ in self._nearest(vector, [scope], EDGE_FANOUT + 1):
+                if other_id == memory_id or similarity < EDGE_MIN_SIMILARITY:
+                    continue
+                pairs = [(memory_id, other_id)] + ([(other_id, memory_id)] if scope == own else [])
+                for source, target in pairs:
+                    self.db.execute(
+                        """INSERT INTO memory_edges (source_id, target_id, weight, relation) VALUES (?, ?, ?, ?)
+                           ON CONFLICT (source_id, target_id) DO UPDATE SET weight = excluded.weight,
+                                                                            relation = excluded.relation""",
+                        (source, target, round(similarity * weight, 6), predicate))
+                    self._keep_strongest_edges(source)
+
+    def _keep_strongest_edges(self, node: int) -> None:
+        self.db.execute(
+            """DELETE FROM memory_edges WHERE source_id = :node AND target_id NOT IN (
+                   SELECT target_id FROM memory_edges WHERE source_id = :node
+                   ORDER BY weight DESC, target_id DESC LIMIT :fanout)""",
+            {"node": node, "fanout": EDGE_FANOUT})
 
     def _supersede(self, old_id: int, new_id: int, caller: Caller, now: float) -> None:
         self.db.execute("UPDATE memories SET status = 'superseded', superseded_by = ?, updated_at = ? WHERE id = ?",
@@ -1082,8 +1085,13 @@ class YourMemory:
                 (new_content, importance, predicate, len(fts_terms(self.db, new_content)), now, now, memory_id))
             self.db.execute("UPDATE memory_vectors SET embedding = ? WHERE memory_id = ?",
                             (vector_blob(vector), memory_id))
-            self.db.execute("DELETE FROM memory_edges WHERE source_id = ? OR target_id = ?", (memory_id, memory_id))
-            self._link(memory_id, vector, self._link_scopes(caller, row["visibility"]), predicate)
+            # Re-link: drop its own links and those from memories like it; one-way links from
+            # private memories into a shared one belong to their owners and stay.
+            self.db.execute(
+                """DELETE FROM memory_edges WHERE source_id = :id OR (target_id = :id AND source_id IN (
+                       SELECT id FROM memories WHERE visibility = :visibility))""",
+                {"id": memory_id, "visibility": row["visibility"]})
+            self._link(memory_id, vector, caller, row["visibility"], predicate)
             self._audit(caller, "update", memory_id, now)
             updated = self._get(memory_id)
         return {"action": "update", "id": memory_id, "previousContent": row["content"], "memory": updated,
@@ -1220,7 +1228,7 @@ class YourMemory:
             return Caller(user)
         agent = self._authenticate(api_key)
         if user_id is not None and agent.user != user:
-            raise InvalidInput("user_id", "the api_key belongs to another user")
+            raise InvalidInput("api_key", INVALID_KEY)  # a key is valid for its own user only
         return agent
 
     def _authenticate(self, api_key: Any) -> Caller:

@@ -185,7 +185,8 @@ def test_recall_never_returns_another_agents_private_memory(memory, team, secret
 
 def test_graph_expansion_never_walks_into_a_private_memory(memory, team, secret):
     edges = set(memory.db.execute("SELECT source_id, target_id FROM memory_edges").fetchall())
-    assert {(secret.shared, secret.private), (secret.private, secret.shared)} <= edges, "no edge to attack"
+    assert (secret.private, secret.shared) in edges, "the private memory is not linked: nothing to attack"
+    assert (secret.shared, secret.private) not in edges, "no shared memory may link to a private one"
     for query in (SHARED, NEIGHBOUR, "billing API JWT authentication"):
         for top_k in range(1, 8):
             for name, key in other_callers(team).items():
@@ -193,6 +194,26 @@ def test_graph_expansion_never_walks_into_a_private_memory(memory, team, secret)
                 assert secret.private not in ids(found), f"{name} reached the private memory through the graph"
     reached = memory.recall(SHARED, top_k=3, api_key=team.coder)
     assert secret.private in ids(reached), "coder itself must still reach its private memory"
+
+
+def test_private_stores_never_crowd_shared_links_out_of_a_shared_memory(memory, team):
+    """Each memory keeps its 10 strongest outgoing links; private memories must not take those places."""
+    hub = memory.store("Our deploy pipeline runs on GitHub Actions", importance=0.6)["id"]
+    memory.store("The deploy pipeline on GitHub Actions caches Docker layers", importance=0.6)
+    shared_links = set(memory.db.execute("SELECT target_id FROM memory_edges WHERE source_id = ?", (hub,)))
+    assert shared_links, "the two shared memories must be linked for this test to mean anything"
+    for i in range(12):
+        memory.store(f"Private note {i}: the deploy pipeline on GitHub Actions needs runner fix {i}",
+                     api_key=team.coder, visibility="private")
+    assert set(memory.db.execute("SELECT target_id FROM memory_edges WHERE source_id = ?", (hub,))) == shared_links
+
+
+def test_updating_a_shared_memory_keeps_the_links_private_memories_made_to_it(memory, team, secret):
+    assert memory.db.execute("SELECT count(*) FROM memory_edges WHERE source_id = ? AND target_id = ?",
+                             (secret.private, secret.shared)).fetchone()[0] == 1
+    memory.update(secret.shared, SHARED + " issued by the auth service", api_key=team.reviewer)
+    assert memory.db.execute("SELECT count(*) FROM memory_edges WHERE source_id = ? AND target_id = ?",
+                             (secret.private, secret.shared)).fetchone()[0] == 1
 
 
 def test_another_callers_recall_leaves_a_private_memory_untouched(memory, team, secret, clock):
