@@ -151,6 +151,11 @@ def default_user() -> str:
     return user.strip().lower() or "default"
 
 
+def graph_decays() -> bool:
+    """Knowledge-graph observations are kept for good unless $YOURMEMORY_GRAPH_DECAY is 1."""
+    return os.environ.get("YOURMEMORY_GRAPH_DECAY", "0").strip().lower() in ("1", "true", "yes")
+
+
 def cache_home() -> Path:
     if sys.platform == "darwin":
         return Path.home() / "Library" / "Caches"
@@ -298,6 +303,38 @@ MIGRATIONS: list[str] = [
         last_report TEXT
     );
     """,
+    # 2: the knowledge graph of the official MCP memory server; observations are memories too
+    """
+    ALTER TABLE memories ADD COLUMN source TEXT NOT NULL DEFAULT 'memory'
+        CHECK (source IN ('memory', 'observation'));
+
+    CREATE TABLE entities (
+        id          INTEGER PRIMARY KEY,
+        user_id     TEXT NOT NULL,
+        name        TEXT NOT NULL,
+        entity_type TEXT NOT NULL,
+        created_at  REAL NOT NULL,
+        UNIQUE (user_id, name)
+    );
+
+    CREATE TABLE observations (
+        id        INTEGER PRIMARY KEY,
+        entity_id INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+        content   TEXT    NOT NULL,
+        memory_id INTEGER REFERENCES memories(id) ON DELETE SET NULL,
+        UNIQUE (entity_id, content)
+    );
+    CREATE INDEX observations_by_memory ON observations(memory_id);
+
+    CREATE TABLE relations (
+        id            INTEGER PRIMARY KEY,
+        from_id       INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+        to_id         INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+        relation_type TEXT    NOT NULL,
+        UNIQUE (from_id, to_id, relation_type)
+    );
+    CREATE INDEX relations_by_target ON relations(to_id);
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -344,6 +381,8 @@ def connect(path: str | Path):
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")
     conn.create_function("ym_strength", 5, _sql_strength, deterministic=True)
+    # Case-insensitive substring test with Python's full Unicode lower-casing (SQLite's lower() is ASCII-only).
+    conn.create_function("ym_contains", 2, lambda text, part: part.lower() in text.lower(), deterministic=True)
     migrate(conn)
     # A private scratch index with the same tokenizer: how FTS5 would split and stem a text.
     conn.execute(f"CREATE VIRTUAL TABLE temp.scratch_fts USING fts5(text, tokenize='{FTS_TOKENIZER}')")
@@ -752,7 +791,13 @@ class Caller:
         return self.user if visibility == "shared" else f"{self.user}\x1f{self.agent}"
 
     def read_scopes(self) -> list[str]:
-        return [self.scope(v) for v in VISIBILITIES if v in self.can_read and (v == "shared" or self.agent)]
+        scopes = [self.scope(v) for v in VISIBILITIES if v in self.can_read and (v == "shared" or self.agent)]
+        return scopes + ([self.graph_scope] if "shared" in self.can_read else [])
+
+    @property
+    def graph_scope(self) -> str:
+        """Observations of the knowledge graph: shared, but never compared with stored memories."""
+        return f"{self.user}\x1fgraph"
 
     def sql(self) -> dict:
         """Parameters for VISIBLE_TO_CALLER."""
@@ -770,8 +815,8 @@ class Caller:
         return visibility in self.can_write and (visibility == "shared" or self.agent is not None)
 
 
-MEMORY_COLUMNS = ("id, user_id, agent_id, visibility, content, category, importance, recall_count, status, "
-                  "superseded_by, "
+MEMORY_COLUMNS = ("id, user_id, agent_id, visibility, source, content, category, importance, recall_count, "
+                  "status, superseded_by, "
                   "created_at, updated_at, last_accessed_at, pruned_at, predicate")
 
 
@@ -797,6 +842,7 @@ class YourMemory:
         self.embedder = embedder or Embedder()
         self._lock = threading.RLock()
         self.db = connect(self.path)
+        self.graph = KnowledgeGraph(self)
 
     def close(self) -> None:
         with self._lock:
@@ -1141,6 +1187,9 @@ class YourMemory:
             raise NotFound(f"memory_id: no memory {memory_id}")
         if write and not caller.may_write(row["visibility"]):
             raise InvalidInput("api_key", f"{caller.actor} may not change {row['visibility']} memories")
+        if write and row["source"] == "observation":
+            raise InvalidInput("memory_id", f"memory {memory_id} is an observation in the knowledge graph; "
+                                            "change it with add_observations / delete_observations")
         return row
 
     # -- decay: prune, purge, restore, stats ----------------------------------
@@ -1158,7 +1207,8 @@ class YourMemory:
             last = self.db.execute("SELECT last_run_at FROM jobs WHERE name = 'decay'").fetchone()
             if not force and last and last[0] is not None and now - last[0] < DECAY_INTERVAL_SECONDS:
                 return {"ran": False, "lastRunAt": iso(last[0]), "pruned": [], "purged": 0}
-            pruned = [row[0] for row in self.db.execute(PRUNE_CANDIDATES_SQL, {"now": now, "floor": PRUNE_BELOW})]
+            pruned = [row[0] for row in self.db.execute(
+                PRUNE_CANDIDATES_SQL, {"now": now, "floor": PRUNE_BELOW, "graph_decays": int(graph_decays())})]
             self.db.execute(
                 """UPDATE memories SET status = 'pruned', pruned_at = :now
                    WHERE id IN (SELECT value FROM json_each(:ids))""", {"now": now, "ids": json.dumps(pruned)})
@@ -1345,11 +1395,11 @@ def key_digest(api_key: Any) -> str:
 
 PRUNE_CANDIDATES_SQL = """
 WITH current AS (
-    SELECT id, ym_strength(importance, category, recall_count, last_accessed_at, :now) AS strength
+    SELECT id, source, ym_strength(importance, category, recall_count, last_accessed_at, :now) AS strength
     FROM memories WHERE status = 'active'
 )
 SELECT faded.id FROM current AS faded
-WHERE faded.strength < :floor
+WHERE faded.strength < :floor AND (faded.source = 'memory' OR :graph_decays)
   AND NOT EXISTS (SELECT 1 FROM memory_edges AS e JOIN current AS neighbour ON neighbour.id = e.target_id
                   WHERE e.source_id = faded.id AND neighbour.strength >= :floor)
 """
@@ -1448,6 +1498,335 @@ def _check_rights(value: Any, field: str) -> list[str]:
     if not rights or any(r not in VISIBILITIES for r in rights):
         raise InvalidInput(field, f"must be a non-empty list drawn from {', '.join(VISIBILITIES)}")
     return sorted(rights, key=VISIBILITIES.index)
+
+
+# ============================================================================
+# Knowledge graph
+# ============================================================================
+"""Entities, relations and observations: the official MCP memory server's model, on the same store.
+
+The same operations and answers as the official server, but strict where it is sloppy: a
+duplicate inside one call is stored once, a relation needs both of its entities, and a call
+either succeeds whole or writes nothing. Every observation is also a memory, so recall_memory
+finds it. The graph does not decay unless $YOURMEMORY_GRAPH_DECAY=1.
+"""
+
+OBSERVATION_IMPORTANCE = 0.5
+MAX_NAME_CHARS = 500
+SEARCH_NODES_LIMIT = 10            # semantically related entities added after the substring matches
+SEARCH_NODES_MIN_SIMILARITY = 0.35
+
+
+class KnowledgeGraph:
+    """The knowledge-graph operations of one ``YourMemory`` (``memory.graph``)."""
+
+    def __init__(self, memory: YourMemory):
+        self.memory = memory
+        self.db = memory.db
+
+    # -- writes ------------------------------------------------------------------
+
+    def create_entities(self, entities: Any, *, user_id: str | None = None, api_key: str | None = None) -> dict:
+        """Create entities whose names are new; existing names, and repeats of a name within the
+        call, are skipped. Returns the created ones."""
+        caller = self._writer(user_id, api_key)
+        checked = [_check_entity(e, f"entities[{i}]") for i, e in enumerate(_check_list(entities, "entities"))]
+        wanted = list({e["name"]: e for e in reversed(checked)}.values())[::-1]  # first of each name wins
+        with self.memory._lock:
+            known = self._entity_ids(caller.user, [e["name"] for e in wanted])
+        fresh = [e for e in wanted if e["name"] not in known]  # only new entities' observations get embedded
+        vectors = self._embed_observations([(e["name"], o) for e in fresh for o in e["observations"]])
+        created = []
+        with self.memory._lock, transaction(self.db):
+            now = self.memory.clock()
+            taken = self._entity_ids(caller.user, [e["name"] for e in fresh])  # another process may have won
+            for entity in (e for e in fresh if e["name"] not in taken):
+                entity_id = self.db.execute(
+                    "INSERT INTO entities (user_id, name, entity_type, created_at) VALUES (?, ?, ?, ?)",
+                    (caller.user, entity["name"], entity["entityType"], now)).lastrowid
+                for text in entity["observations"]:
+                    self._observe(entity_id, entity["name"], text, vectors[(entity["name"], text)], caller, now)
+                created.append(entity)
+        return {"entities": created}
+
+    def create_relations(self, relations: Any, *, user_id: str | None = None, api_key: str | None = None) -> dict:
+        """Create relations not yet present; both entities must exist. Returns the created ones."""
+        caller = self._writer(user_id, api_key)
+        wanted = _unique(_check_relation(r, f"relations[{i}]")
+                         for i, r in enumerate(_check_list(relations, "relations")))
+        created = []
+        with self.memory._lock, transaction(self.db):
+            ids = self._require_entities(caller.user, [n for r in wanted for n in (r["from"], r["to"])], "relations")
+            for relation in wanted:
+                inserted = self.db.execute(
+                    """INSERT INTO relations (from_id, to_id, relation_type) VALUES (?, ?, ?)
+                       ON CONFLICT DO NOTHING""",
+                    (ids[relation["from"]], ids[relation["to"]], relation["relationType"])).rowcount
+                if inserted:
+                    created.append(relation)
+        return {"relations": created}
+
+    def add_observations(self, observations: Any, *, user_id: str | None = None,
+                         api_key: str | None = None) -> dict:
+        """Add observations to existing entities; an unknown entity fails the whole call."""
+        caller = self._writer(user_id, api_key)
+        items = [_check_observation_batch(o, f"observations[{i}]")
+                 for i, o in enumerate(_check_list(observations, "observations"))]
+        with self.memory._lock:  # fail before the embedding work
+            self._require_entities(caller.user, [item["entityName"] for item in items], "observations")
+        vectors = self._embed_observations([(item["entityName"], c) for item in items for c in item["contents"]])
+        results = []
+        with self.memory._lock, transaction(self.db):
+            now = self.memory.clock()
+            ids = self._require_entities(caller.user, [item["entityName"] for item in items], "observations")
+            for item in items:
+                name, added = item["entityName"], []
+                for text in item["contents"]:
+                    if self._observe(ids[name], name, text, vectors[(name, text)], caller, now):
+                        added.append(text)
+                results.append({"entityName": name, "addedObservations": added})
+        return {"results": results}
+
+    def delete_entities(self, entity_names: Any, *, user_id: str | None = None, api_key: str | None = None) -> dict:
+        """Delete entities with their observations and every relation that touches them."""
+        caller = self._writer(user_id, api_key)
+        names = _unique(_check_name(n, f"entityNames[{i}]")
+                        for i, n in enumerate(_check_list(entity_names, "entityNames")))
+        with self.memory._lock, transaction(self.db):
+            ids = list(self._entity_ids(caller.user, names).values())
+            self._forget_observations(
+                "SELECT id FROM observations WHERE entity_id IN (SELECT value FROM json_each(?))", json.dumps(ids))
+            self.db.execute("DELETE FROM entities WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),))
+        return {"success": True, "message": "Entities deleted successfully"}
+
+    def delete_observations(self, deletions: Any, *, user_id: str | None = None, api_key: str | None = None) -> dict:
+        """Delete the given observations; unknown entities and observations are ignored."""
+        caller = self._writer(user_id, api_key)
+        items = [_check_observation_batch(d, f"deletions[{i}]", "observations")
+                 for i, d in enumerate(_check_list(deletions, "deletions"))]
+        with self.memory._lock, transaction(self.db):
+            ids = self._entity_ids(caller.user, [item["entityName"] for item in items])
+            pairs = [[ids[item["entityName"]], text] for item in items if item["entityName"] in ids
+                     for text in item["observations"]]
+            self._forget_observations(
+                """SELECT o.id FROM observations AS o JOIN json_each(?) AS pair
+                   ON o.entity_id = json_extract(pair.value, '$[0]') AND o.content = json_extract(pair.value, '$[1]')""",
+                json.dumps(pairs))
+        return {"success": True, "message": "Observations deleted successfully"}
+
+    def delete_relations(self, relations: Any, *, user_id: str | None = None, api_key: str | None = None) -> dict:
+        """Delete the given relations; missing ones are ignored."""
+        caller = self._writer(user_id, api_key)
+        wanted = _unique(_check_relation(r, f"relations[{i}]")
+                         for i, r in enumerate(_check_list(relations, "relations")))
+        with self.memory._lock, transaction(self.db):
+            ids = self._entity_ids(caller.user, [n for r in wanted for n in (r["from"], r["to"])])
+            for relation in wanted:
+                if relation["from"] in ids and relation["to"] in ids:
+                    self.db.execute("DELETE FROM relations WHERE from_id = ? AND to_id = ? AND relation_type = ?",
+                                    (ids[relation["from"]], ids[relation["to"]], relation["relationType"]))
+        return {"success": True, "message": "Relations deleted successfully"}
+
+    # -- reads -------------------------------------------------------------------
+
+    def read_graph(self, *, offset: int = 0, limit: int | None = None, user_id: str | None = None,
+                   api_key: str | None = None) -> dict:
+        """Entities in creation order (a page of them with ``offset``/``limit``) and their relations."""
+        caller = self._reader(user_id, api_key)
+        offset = _check_count(offset, "offset", minimum=0)
+        limit = -1 if limit is None else _check_count(limit, "limit", minimum=1)
+        with self.memory._lock:
+            ids = [row[0] for row in self.db.execute(
+                "SELECT id FROM entities WHERE user_id = ? ORDER BY id LIMIT ? OFFSET ?", (caller.user, limit, offset))]
+            total = self.db.execute("SELECT count(*) FROM entities WHERE user_id = ?", (caller.user,)).fetchone()[0]
+            graph = self._subgraph(ids)
+        return graph if limit == -1 and offset == 0 else {**graph, "total": total, "offset": offset}
+
+    def search_nodes(self, query: Any, *, limit: int = SEARCH_NODES_LIMIT, user_id: str | None = None,
+                     api_key: str | None = None) -> dict:
+        """Every entity whose name, type or an observation contains ``query`` (case-insensitive),
+        then up to ``limit`` more that are semantically related, best first."""
+        caller = self._reader(user_id, api_key)
+        if not isinstance(query, str):
+            raise InvalidInput("query", f"must be a string, not {type(query).__name__}")
+        if query.strip():  # validated, but matched verbatim; an empty query matches every entity
+            _check_text(query, "query", MAX_QUERY_CHARS)
+        limit = _check_count(limit, "limit", minimum=0)
+        vector = self.memory.embedder.embed_one(query) if query.strip() and limit else None
+        with self.memory._lock:
+            matched = [row[0] for row in self.db.execute(
+                """SELECT e.id FROM entities AS e WHERE e.user_id = :user AND (
+                       ym_contains(e.name, :q) OR ym_contains(e.entity_type, :q) OR EXISTS (
+                       SELECT 1 FROM observations AS o WHERE o.entity_id = e.id AND ym_contains(o.content, :q)))
+                   ORDER BY e.id""", {"user": caller.user, "q": query})]
+            related = [] if vector is None else [
+                entity_id for entity_id in self._related_entities(query, vector, caller) if entity_id not in matched]
+            return self._subgraph(matched + related[:limit])
+
+    def open_nodes(self, names: Any, *, user_id: str | None = None, api_key: str | None = None) -> dict:
+        """The entities with exactly these names, and their relations."""
+        caller = self._reader(user_id, api_key)
+        wanted = _unique(_check_name(n, f"names[{i}]") for i, n in enumerate(_check_list(names, "names")))
+        with self.memory._lock:
+            return self._subgraph(sorted(self._entity_ids(caller.user, wanted).values()))  # creation order
+
+    # -- inside --------------------------------------------------------------------
+
+    def _writer(self, user_id, api_key) -> Caller:
+        caller = self.memory._caller(user_id, api_key)
+        if not caller.may_write("shared"):
+            raise InvalidInput("api_key", f"{caller.actor} may not change the shared knowledge graph")
+        return caller
+
+    def _reader(self, user_id, api_key) -> Caller:
+        caller = self.memory._caller(user_id, api_key)
+        if "shared" not in caller.can_read:
+            raise InvalidInput("api_key", f"{caller.actor} may not read the shared knowledge graph")
+        return caller
+
+    def _entity_ids(self, user: str, names: list[str]) -> dict[str, int]:
+        return dict(self.db.execute(
+            "SELECT name, id FROM entities WHERE user_id = ? AND name IN (SELECT value FROM json_each(?))",
+            (user, json.dumps(names))).fetchall())
+
+    def _require_entities(self, user: str, names: list[str], field: str) -> dict[str, int]:
+        ids = self._entity_ids(user, names)
+        missing = [n for n in dict.fromkeys(names) if n not in ids]
+        if missing:
+            raise NotFound(f"{field}: no entity named {', '.join(map(repr, missing))}; "
+                           "create it with create_entities first (nothing was written)")
+        return ids
+
+    def _embed_observations(self, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], Any]:
+        pairs = list(dict.fromkeys(pairs))
+        vectors = self.memory.embedder.embed([f"{name}: {text}" for name, text in pairs]) if pairs else []
+        return dict(zip(pairs, vectors))
+
+    def _observe(self, entity_id: int, name: str, text: str, vector, caller: Caller, now: float) -> bool:
+        """Add one observation (and its memory) unless the entity already has it."""
+        if self.db.execute("SELECT 1 FROM observations WHERE entity_id = ? AND content = ?",
+                           (entity_id, text)).fetchone():
+            return False
+        content = f"{name}: {text}"
+        memory_id = self.db.execute(
+            """INSERT INTO memories (user_id, agent_id, visibility, source, content, category, importance,
+                                     token_count, created_at, updated_at, last_accessed_at)
+               VALUES (?, ?, 'shared', 'observation', ?, 'fact', ?, ?, ?, ?, ?)""",
+            (caller.user, caller.agent, content, OBSERVATION_IMPORTANCE, len(fts_terms(self.db, content)),
+             now, now, now)).lastrowid
+        self.db.execute("INSERT INTO memory_vectors (memory_id, embedding, scope, active) VALUES (?, ?, ?, 1)",
+                        (memory_id, vector_blob(vector), caller.graph_scope))
+        self.db.execute("INSERT INTO observations (entity_id, content, memory_id) VALUES (?, ?, ?)",
+                        (entity_id, text, memory_id))
+        self.memory._audit(caller, "store", memory_id, now, f"observation of {name}")
+        return True
+
+    def _forget_observations(self, select_ids: str, parameter: str) -> None:
+        """Delete observations chosen by ``select_ids`` together with their memories."""
+        doomed = f"SELECT memory_id FROM observations WHERE id IN ({select_ids})"
+        self.db.execute(f"DELETE FROM memory_vectors WHERE memory_id IN ({doomed})", (parameter,))
+        self.db.execute(f"DELETE FROM memories WHERE id IN ({doomed})", (parameter,))
+        self.db.execute(f"DELETE FROM observations WHERE id IN ({select_ids})", (parameter,))
+
+    def _related_entities(self, query: str, vector, caller: Caller) -> list[int]:
+        """Entities ranked by their best-matching observation: 0.6 cosine + 0.4 normalised BM25."""
+        similar = {m: s for m, s, _ in self.memory._nearest(vector, [caller.graph_scope], 4 * SEARCH_NODES_LIMIT)}
+        lexical = bm25_scores(self.db, query_terms(self.db, query), caller.sql(), 4 * SEARCH_NODES_LIMIT)
+        top_bm25 = max(lexical.values(), default=0.0)
+        best: dict[int, float] = {}
+        rows = self.db.execute(
+            "SELECT memory_id, entity_id FROM observations WHERE memory_id IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(set(similar) | set(lexical))),)).fetchall()
+        for memory_id, entity_id in rows:
+            if similar.get(memory_id, 0.0) < SEARCH_NODES_MIN_SIMILARITY and memory_id not in lexical:
+                continue
+            score = VECTOR_WEIGHT * similar.get(memory_id, 0.0) + BM25_WEIGHT * normalised(
+                lexical.get(memory_id, 0.0), top_bm25)
+            best[entity_id] = max(best.get(entity_id, 0.0), score)
+        return sorted(best, key=lambda entity_id: -best[entity_id])
+
+    def _subgraph(self, entity_ids: list[int]) -> dict:
+        """The entities (in the given order) and every relation with at least one end among them."""
+        chosen = json.dumps(entity_ids)
+        rows = self.db.execute(
+            """SELECT e.id, e.name, e.entity_type, o.content FROM entities AS e
+               LEFT JOIN observations AS o ON o.entity_id = e.id
+               WHERE e.id IN (SELECT value FROM json_each(?)) ORDER BY o.id""", (chosen,)).fetchall()
+        entities = {entity_id: {"name": None, "entityType": None, "observations": []} for entity_id in entity_ids}
+        for entity_id, name, entity_type, observation in rows:
+            entities[entity_id].update(name=name, entityType=entity_type)
+            if observation is not None:
+                entities[entity_id]["observations"].append(observation)
+        relations = self.db.execute(
+            """SELECT f.name, t.name, r.relation_type FROM relations AS r
+               JOIN entities AS f ON f.id = r.from_id JOIN entities AS t ON t.id = r.to_id
+               WHERE r.from_id IN (SELECT value FROM json_each(:ids)) OR r.to_id IN (SELECT value FROM json_each(:ids))
+               ORDER BY r.id""", {"ids": chosen}).fetchall()
+        return {"entities": [e for e in entities.values() if e["name"] is not None],
+                "relations": [{"from": f, "to": t, "relationType": kind} for f, t, kind in relations]}
+
+
+def _unique(items: Iterable[dict | str]) -> list:
+    """Items in order, each once (a duplicate inside one call is stored once)."""
+    seen, result = set(), []
+    for item in items:
+        key = json.dumps(item, sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            result.append(item)
+    return result
+
+
+def _check_list(value: Any, field: str) -> list:
+    if not isinstance(value, list):
+        raise InvalidInput(field, f"must be a list, not {type(value).__name__}")
+    return value
+
+
+def _check_mapping(value: Any, field: str, keys: tuple[str, ...]) -> dict:
+    if not isinstance(value, dict):
+        raise InvalidInput(field, f"must be an object with {', '.join(keys)}")
+    for key in keys:
+        if key not in value:
+            raise InvalidInput(f"{field}.{key}", "is required")
+    return value
+
+
+def _check_name(value: Any, field: str) -> str:
+    """A name, type or observation is kept verbatim (names match exactly, as in the official server)."""
+    _check_text(value, field, MAX_NAME_CHARS)
+    return value
+
+
+def _check_strings(value: Any, field: str) -> list[str]:
+    texts = _check_list(value, field)
+    for i, text in enumerate(texts):
+        _check_text(text, f"{field}[{i}]", MAX_CONTENT_CHARS)
+    return list(dict.fromkeys(texts))
+
+
+def _check_entity(value: Any, field: str) -> dict:
+    entity = _check_mapping(value, field, ("name", "entityType", "observations"))
+    return {"name": _check_name(entity["name"], f"{field}.name"),
+            "entityType": _check_name(entity["entityType"], f"{field}.entityType"),
+            "observations": _check_strings(entity["observations"], f"{field}.observations")}
+
+
+def _check_relation(value: Any, field: str) -> dict:
+    relation = _check_mapping(value, field, ("from", "to", "relationType"))
+    return {key: _check_name(relation[key], f"{field}.{key}") for key in ("from", "to", "relationType")}
+
+
+def _check_observation_batch(value: Any, field: str, texts: str = "contents") -> dict:
+    batch = _check_mapping(value, field, ("entityName", texts))
+    return {"entityName": _check_name(batch["entityName"], f"{field}.entityName"),
+            texts: _check_strings(batch[texts], f"{field}.{texts}")}
+
+
+def _check_count(value: Any, field: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidInput(field, f"must be an integer >= {minimum}")
+    return value
 
 
 # ============================================================================
@@ -1589,7 +1968,137 @@ def build_server(memory: YourMemory):
         """Delete a wrong memory for good, with its history and links."""
         return call(memory.forget, memory_id, user_id=user_id, api_key=api_key)
 
+    add_knowledge_graph_tools(server, memory, call, UserId, ApiKey)
     return server
+
+
+def add_knowledge_graph_tools(server, memory: YourMemory, call, UserId, ApiKey) -> None:
+    """The official MCP memory server's nine tools and its resource, with the same names and inputs."""
+    from typing import Annotated, Optional
+
+    from mcp.types import ToolAnnotations
+    from pydantic import Field
+    from typing_extensions import TypedDict
+
+    Text = lambda description: Annotated[str, Field(description=description)]  # noqa: E731
+    Entity = TypedDict("Entity", {
+        "name": Text("The name of the entity"),
+        "entityType": Text("The type of the entity"),
+        "observations": Annotated[list[str], Field(description="Observation contents associated with the entity")],
+    })
+    Relation = TypedDict("Relation", {
+        "from": Text("The name of the entity where the relation starts"),
+        "to": Text("The name of the entity where the relation ends"),
+        "relationType": Text("The type of the relation, in active voice"),
+    })
+    NewObservations = TypedDict("NewObservations", {
+        "entityName": Text("The name of the entity to add the observations to"),
+        "contents": Annotated[list[str], Field(description="The observation contents to add")],
+    })
+    ObservationDeletion = TypedDict("ObservationDeletion", {
+        "entityName": Text("The name of the entity containing the observations"),
+        "observations": Annotated[list[str], Field(description="The observations to delete")],
+    })
+    AddedObservations = TypedDict("AddedObservations", {"entityName": str, "addedObservations": list[str]})
+
+    class Entities(TypedDict):
+        entities: list[Entity]
+
+    class Relations(TypedDict):
+        relations: list[Relation]
+
+    class Graph(TypedDict, total=False):
+        entities: list[Entity]
+        relations: list[Relation]
+        total: int
+        offset: int
+
+    class ObservationResults(TypedDict):
+        results: list[AddedObservations]
+
+    class Done(TypedDict):
+        success: bool
+        message: str
+
+    writes = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+    deletes = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False)
+    reads = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+    graph = memory.graph
+
+    @server.tool(title="Create Entities", annotations=writes)
+    def create_entities(entities: Annotated[list[Entity], Field(description="The entities to create")],
+                        user_id: UserId = None, api_key: ApiKey = None) -> Entities:
+        """Create entities in the knowledge graph. Names already present (or repeated in this call) are
+        skipped; returns the entities created."""
+        return call(graph.create_entities, entities, user_id=user_id, api_key=api_key)
+
+    @server.tool(title="Create Relations", annotations=writes)
+    def create_relations(relations: Annotated[list[Relation], Field(description="The relations to create")],
+                         user_id: UserId = None, api_key: ApiKey = None) -> Relations:
+        """Create relations between existing entities, in active voice. Existing relations are skipped; an
+        unknown entity fails the call and nothing is written. Returns the relations created."""
+        return call(graph.create_relations, relations, user_id=user_id, api_key=api_key)
+
+    @server.tool(title="Add Observations", annotations=writes)
+    def add_observations(observations: Annotated[list[NewObservations], Field(
+                             description="Per entity, the observations to add")],
+                         user_id: UserId = None, api_key: ApiKey = None) -> ObservationResults:
+        """Add observations to existing entities. Observations already present are skipped; an unknown
+        entity fails the call and nothing is written. Returns what was added per entity."""
+        return call(graph.add_observations, observations, user_id=user_id, api_key=api_key)
+
+    @server.tool(title="Delete Entities", annotations=deletes)
+    def delete_entities(entityNames: Annotated[list[str], Field(description="The names of the entities to delete")],
+                        user_id: UserId = None, api_key: ApiKey = None) -> Done:
+        """Delete entities with their observations and every relation that touches them. Unknown names
+        are ignored."""
+        return call(graph.delete_entities, entityNames, user_id=user_id, api_key=api_key)
+
+    @server.tool(title="Delete Observations", annotations=deletes)
+    def delete_observations(deletions: Annotated[list[ObservationDeletion], Field(
+                                description="Per entity, the observations to delete")],
+                            user_id: UserId = None, api_key: ApiKey = None) -> Done:
+        """Delete specific observations from entities. Unknown entities and observations are ignored."""
+        return call(graph.delete_observations, deletions, user_id=user_id, api_key=api_key)
+
+    @server.tool(title="Delete Relations", annotations=deletes)
+    def delete_relations(relations: Annotated[list[Relation], Field(description="The relations to delete")],
+                         user_id: UserId = None, api_key: ApiKey = None) -> Done:
+        """Delete relations. Unknown relations are ignored."""
+        return call(graph.delete_relations, relations, user_id=user_id, api_key=api_key)
+
+    @server.tool(title="Read Graph", annotations=reads)
+    def read_graph(
+        offset: Annotated[int, Field(ge=0, strict=True, description="Entities to skip (paging).")] = 0,
+        limit: Annotated[Optional[int], Field(ge=1, strict=True, description=(
+            "At most this many entities, with their relations; omitted: the whole graph."))] = None,
+        user_id: UserId = None, api_key: ApiKey = None,
+    ) -> Graph:
+        """The whole knowledge graph, or a page of its entities (in creation order) with their relations."""
+        return call(graph.read_graph, offset=offset, limit=limit, user_id=user_id, api_key=api_key)
+
+    @server.tool(title="Search Nodes", annotations=reads)
+    def search_nodes(
+        query: Annotated[str, Field(description="Matched against names, types and observation contents.")],
+        limit: Annotated[int, Field(ge=0, le=MAX_TOP_K, strict=True, description=(
+            "How many semantically related entities may follow the text matches."))] = SEARCH_NODES_LIMIT,
+        user_id: UserId = None, api_key: ApiKey = None,
+    ) -> Graph:
+        """Entities whose name, type or an observation contains the query (case-insensitive), then
+        semantically related ones, best first; with every relation touching them."""
+        return call(graph.search_nodes, query, limit=limit, user_id=user_id, api_key=api_key)
+
+    @server.tool(title="Open Nodes", annotations=reads)
+    def open_nodes(names: Annotated[list[str], Field(description="The exact names of the entities to retrieve")],
+                   user_id: UserId = None, api_key: ApiKey = None) -> Graph:
+        """The entities with exactly these names, with every relation touching them."""
+        return call(graph.open_nodes, names, user_id=user_id, api_key=api_key)
+
+    @server.resource("memory://knowledge-graph", name="knowledge-graph", title="Knowledge Graph",
+                     description="The whole knowledge graph of the server's user as JSON.",
+                     mime_type="application/json")
+    def knowledge_graph() -> str:
+        return json.dumps(graph.read_graph(), indent=2)
 
 
 # ============================================================================

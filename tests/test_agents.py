@@ -491,7 +491,9 @@ def test_mcp_keys_keep_a_private_memory_private_and_no_tool_registers_agents(tmp
 
     out = anyio.run(flow)
     names = {tool.name for tool in out["tools"]}
-    assert names == {"store_memory", "recall_memory", "update_memory", "forget_memory"}
+    assert names == {"store_memory", "recall_memory", "update_memory", "forget_memory", "create_entities",
+                     "create_relations", "add_observations", "delete_entities", "delete_observations",
+                     "delete_relations", "read_graph", "search_nodes", "open_nodes"}
     assert not any(re.search(r"agent|regist|key", name) for name in names)
     assert all("api_key" in tool.input_schema["properties"] for tool in out["tools"])
     error, private = out["private"]

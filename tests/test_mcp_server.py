@@ -18,7 +18,10 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 import yourmemory
 from yourmemory import YourMemory
 
-TOOLS = {"store_memory", "recall_memory", "update_memory", "forget_memory"}
+MEMORY_TOOLS = {"store_memory", "recall_memory", "update_memory", "forget_memory"}
+GRAPH_TOOLS = {"create_entities", "create_relations", "add_observations", "delete_entities", "delete_observations",
+               "delete_relations", "read_graph", "search_nodes", "open_nodes"}
+TOOLS = MEMORY_TOOLS | GRAPH_TOOLS
 MEMORY_FIELDS = {"id", "content", "category", "importance", "strength", "similarity", "bm25", "score", "via",
                  "recall_count", "created_at", "last_accessed_at"}
 FLOW_LIMIT_S = 300  # a hang guard, not a timing assertion
@@ -90,7 +93,7 @@ def test_server_lists_exactly_the_four_documented_tools_while_the_model_is_still
     init, tools, empty = server(flow)
     assert init.server_info.name == "yourmemory"
     assert "recall_memory" in (init.instructions or "")
-    assert {tool.name for tool in tools} == TOOLS and len(tools) == 4
+    assert {tool.name for tool in tools} == TOOLS and len(tools) == len(TOOLS)
     by_name = {tool.name: tool for tool in tools}
     for tool in tools:
         assert tool.title and tool.description, tool.name
