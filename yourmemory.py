@@ -335,6 +335,24 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX relations_by_target ON relations(to_id);
     """,
+    # 3: lessons (the memory server's "lessons" extension): an entity of type "lesson" with its details
+    """
+    CREATE TABLE lessons (
+        entity_id          INTEGER PRIMARY KEY REFERENCES entities(id) ON DELETE CASCADE,
+        error_type         TEXT    NOT NULL,
+        error_message      TEXT    NOT NULL,
+        error_context      TEXT    NOT NULL,
+        stack_trace        TEXT,
+        pattern_memory_id  INTEGER REFERENCES memories(id) ON DELETE SET NULL,
+        metadata           TEXT    NOT NULL,   -- JSON: severity, environment, anything else given
+        verification_steps TEXT    NOT NULL,   -- JSON list of {command, expectedOutput, successIndicators}
+        frequency          INTEGER NOT NULL DEFAULT 0,
+        success_rate       REAL    NOT NULL DEFAULT 0,
+        created_at         REAL    NOT NULL,
+        updated_at         REAL    NOT NULL
+    );
+    CREATE INDEX lessons_by_pattern_memory ON lessons(pattern_memory_id);
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -843,6 +861,7 @@ class YourMemory:
         self._lock = threading.RLock()
         self.db = connect(self.path)
         self.graph = KnowledgeGraph(self)
+        self.lessons = Lessons(self)
 
     def close(self) -> None:
         with self._lock:
@@ -1594,6 +1613,8 @@ class KnowledgeGraph:
                         for i, n in enumerate(_check_list(entity_names, "entityNames")))
         with self.memory._lock, transaction(self.db):
             ids = list(self._entity_ids(caller.user, names).values())
+            self._forget_memories("SELECT pattern_memory_id FROM lessons WHERE entity_id IN (SELECT value FROM "
+                                  "json_each(?))", json.dumps(ids))
             self._forget_observations(
                 "SELECT id FROM observations WHERE entity_id IN (SELECT value FROM json_each(?))", json.dumps(ids))
             self.db.execute("DELETE FROM entities WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),))
@@ -1707,6 +1728,13 @@ class KnowledgeGraph:
         if self.db.execute("SELECT 1 FROM observations WHERE entity_id = ? AND content = ?",
                            (entity_id, text)).fetchone():
             return False
+        memory_id = self._remember(name, text, vector, caller, now)
+        self.db.execute("INSERT INTO observations (entity_id, content, memory_id) VALUES (?, ?, ?)",
+                        (entity_id, text, memory_id))
+        return True
+
+    def _remember(self, name: str, text: str, vector, caller: Caller, now: float) -> int:
+        """The memory behind a piece of the graph ("Name: text"), in the graph's own vector scope."""
         content = f"{name}: {text}"
         memory_id = self.db.execute(
             """INSERT INTO memories (user_id, agent_id, visibility, source, content, category, importance,
@@ -1716,17 +1744,17 @@ class KnowledgeGraph:
              now, now, now)).lastrowid
         self.db.execute("INSERT INTO memory_vectors (memory_id, embedding, scope, active) VALUES (?, ?, ?, 1)",
                         (memory_id, vector_blob(vector), caller.graph_scope))
-        self.db.execute("INSERT INTO observations (entity_id, content, memory_id) VALUES (?, ?, ?)",
-                        (entity_id, text, memory_id))
-        self.memory._audit(caller, "store", memory_id, now, f"observation of {name}")
-        return True
+        self.memory._audit(caller, "store", memory_id, now, f"knowledge graph: {name}")
+        return memory_id
 
     def _forget_observations(self, select_ids: str, parameter: str) -> None:
         """Delete observations chosen by ``select_ids`` together with their memories."""
-        doomed = f"SELECT memory_id FROM observations WHERE id IN ({select_ids})"
-        self.db.execute(f"DELETE FROM memory_vectors WHERE memory_id IN ({doomed})", (parameter,))
-        self.db.execute(f"DELETE FROM memories WHERE id IN ({doomed})", (parameter,))
+        self._forget_memories(f"SELECT memory_id FROM observations WHERE id IN ({select_ids})", parameter)
         self.db.execute(f"DELETE FROM observations WHERE id IN ({select_ids})", (parameter,))
+
+    def _forget_memories(self, select_memory_ids: str, parameter: str) -> None:
+        self.db.execute(f"DELETE FROM memory_vectors WHERE memory_id IN ({select_memory_ids})", (parameter,))
+        self.db.execute(f"DELETE FROM memories WHERE id IN ({select_memory_ids})", (parameter,))
 
     def _related_entities(self, query: str, vector, caller: Caller) -> list[int]:
         """Entities ranked by their best-matching observation: 0.6 cosine + 0.4 normalised BM25."""
@@ -1827,6 +1855,189 @@ def _check_count(value: Any, field: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise InvalidInput(field, f"must be an integer >= {minimum}")
     return value
+
+
+# ============================================================================
+# Lessons
+# ============================================================================
+"""Error patterns, their fixes and how often the fixes worked: the lessons extension, working.
+
+A lesson is an entity of type "lesson" (read_graph and open_nodes show it) with an error
+pattern, verification steps and a success record. Its error pattern is also a memory, so
+similar errors are found by hybrid search, not by exact string comparison.
+"""
+
+SEVERITIES = ("low", "medium", "high", "critical")
+SAME_ERROR_TYPE_BONUS = 0.2
+SAME_CONTEXT_BONUS = 0.1
+LESSON_CANDIDATES = 40
+
+
+class Lessons:
+    """The lessons operations of one ``YourMemory`` (``memory.lessons``)."""
+
+    def __init__(self, memory: YourMemory):
+        self.memory, self.graph, self.db = memory, memory.graph, memory.db
+
+    def create_lesson(self, lesson: Any, *, user_id: str | None = None, api_key: str | None = None) -> dict:
+        """Record a lesson; its name must be new. Frequency and success rate start at 0."""
+        caller = self.graph._writer(user_id, api_key)
+        lesson = _check_lesson(lesson)
+        pattern = lesson["errorPattern"]
+        texts = [(lesson["name"], _pattern_text(pattern))] + [(lesson["name"], o) for o in lesson["observations"]]
+        vectors = self.graph._embed_observations(texts)
+        with self.memory._lock, transaction(self.db):
+            now = self.memory.clock()
+            if self.graph._entity_ids(caller.user, [lesson["name"]]):
+                raise InvalidInput("lesson.name", f"an entity named {lesson['name']!r} already exists")
+            entity_id = self.db.execute(
+                "INSERT INTO entities (user_id, name, entity_type, created_at) VALUES (?, ?, 'lesson', ?)",
+                (caller.user, lesson["name"], now)).lastrowid
+            for text in lesson["observations"]:
+                self.graph._observe(entity_id, lesson["name"], text, vectors[(lesson["name"], text)], caller, now)
+            pattern_memory = self.graph._remember(lesson["name"], _pattern_text(pattern),
+                                                  vectors[texts[0]], caller, now)
+            self.db.execute(
+                """INSERT INTO lessons (entity_id, error_type, error_message, error_context, stack_trace,
+                                        pattern_memory_id, metadata, verification_steps, created_at, updated_at)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                (entity_id, pattern["type"], pattern["message"], pattern["context"], pattern.get("stackTrace"),
+                 pattern_memory, json.dumps(lesson["metadata"]), json.dumps(lesson["verificationSteps"]), now, now))
+            return self._lesson(entity_id)
+
+    def update_lesson_success(self, lesson_name: Any, success: Any, *, user_id: str | None = None,
+                              api_key: str | None = None) -> dict:
+        """Count one more use: frequency + 1, successRate = (rate x n + success) / (n + 1)."""
+        caller = self.graph._writer(user_id, api_key)
+        name = _check_name(lesson_name, "lessonName")
+        if not isinstance(success, bool):
+            raise InvalidInput("success", f"must be true or false, not {type(success).__name__}")
+        with self.memory._lock, transaction(self.db):
+            entity_id = self._require(caller.user, name)
+            self.db.execute(
+                """UPDATE lessons SET success_rate = (success_rate * frequency + ?) / (frequency + 1),
+                                      frequency = frequency + 1, updated_at = ? WHERE entity_id = ?""",
+                (int(success), self.memory.clock(), entity_id))
+            return self._lesson(entity_id)
+
+    def find_similar_errors(self, error_pattern: Any, *, limit: int = 5, user_id: str | None = None,
+                            api_key: str | None = None) -> dict:
+        """Lessons whose error pattern resembles this one (hybrid lexical + semantic, plus exact
+        type and context matches), most relevant first, then by success rate."""
+        caller = self.graph._reader(user_id, api_key)
+        pattern = _check_error_pattern(error_pattern, "errorPattern")
+        limit = _check_count(limit, "limit", minimum=1)
+        text = _pattern_text(pattern)
+        vector = self.memory.embedder.embed_one(text)
+        with self.memory._lock:
+            scored = self._relevance(text, vector, caller)
+            exact = self.db.execute(
+                """SELECT l.entity_id FROM lessons AS l JOIN entities AS e ON e.id = l.entity_id
+                   WHERE e.user_id = ? AND (l.error_type = ? OR l.error_context = ?)""",
+                (caller.user, pattern["type"], pattern["context"])).fetchall()
+            for (entity_id,) in exact:
+                scored.setdefault(entity_id, {**self._lesson(entity_id), "relevance": 0.0})
+            for lesson in scored.values():
+                lesson["relevance"] += SAME_ERROR_TYPE_BONUS * (lesson["errorPattern"]["type"] == pattern["type"])
+                lesson["relevance"] += SAME_CONTEXT_BONUS * (lesson["errorPattern"]["context"] == pattern["context"])
+        ranked = sorted(scored.values(), key=lambda l: (-round(l["relevance"], 6), -l["metadata"]["successRate"]))
+        return {"lessons": ranked[:limit]}
+
+    def get_lesson_recommendations(self, context: Any, *, limit: int = 5, user_id: str | None = None,
+                                   api_key: str | None = None) -> dict:
+        """Lessons relevant to a free-text context, ranked by relevance x (1 + success rate) / 2, with
+        their full details; a lesson never tried yet still ranks by relevance."""
+        caller = self.graph._reader(user_id, api_key)
+        context = _check_text(context, "context", MAX_QUERY_CHARS)
+        limit = _check_count(limit, "limit", minimum=1)
+        vector = self.memory.embedder.embed_one(context)
+        with self.memory._lock:
+            scored = self._relevance(context, vector, caller)
+        for lesson in scored.values():
+            lesson["score"] = round(lesson["relevance"] * (1 + lesson["metadata"]["successRate"]) / 2, 6)
+        return {"lessons": sorted(scored.values(), key=lambda l: -l["score"])[:limit]}
+
+    def _relevance(self, text: str, vector, caller: Caller) -> dict[int, dict]:
+        """Each lesson's best hybrid score over its error pattern and observations."""
+        similar = {m: s for m, s, _ in self.memory._nearest(vector, [caller.graph_scope], LESSON_CANDIDATES)}
+        lexical = bm25_scores(self.db, query_terms(self.db, text), caller.sql(), LESSON_CANDIDATES)
+        top_bm25 = max(lexical.values(), default=0.0)
+        rows = self.db.execute(
+            """SELECT l.entity_id, m.value FROM lessons AS l JOIN entities AS e ON e.id = l.entity_id
+               JOIN json_each(:ids) AS m ON m.value = l.pattern_memory_id OR m.value IN (
+                   SELECT memory_id FROM observations WHERE entity_id = l.entity_id)
+               WHERE e.user_id = :user""",
+            {"ids": json.dumps(list(set(similar) | set(lexical))), "user": caller.user}).fetchall()
+        best: dict[int, float] = {}
+        for entity_id, memory_id in rows:
+            score = VECTOR_WEIGHT * similar.get(memory_id, 0.0) + BM25_WEIGHT * normalised(
+                lexical.get(memory_id, 0.0), top_bm25)
+            best[entity_id] = max(best.get(entity_id, 0.0), score)
+        return {entity_id: {**self._lesson(entity_id), "relevance": round(score, 6)}
+                for entity_id, score in best.items() if score >= VECTOR_WEIGHT * SEARCH_NODES_MIN_SIMILARITY}
+
+    def _require(self, user: str, name: str) -> int:
+        row = self.db.execute(
+            """SELECT e.id FROM entities AS e JOIN lessons AS l ON l.entity_id = e.id
+               WHERE e.user_id = ? AND e.name = ?""", (user, name)).fetchone()
+        if row is None:
+            raise NotFound(f"lessonName: no lesson named {name!r}")
+        return row[0]
+
+    def _lesson(self, entity_id: int) -> dict:
+        entity = self.graph._subgraph([entity_id])["entities"][0]
+        row = self.db.execute(
+            """SELECT error_type, error_message, error_context, stack_trace, metadata, verification_steps,
+                      frequency, success_rate, created_at, updated_at FROM lessons WHERE entity_id = ?""",
+            (entity_id,)).fetchone()
+        kind, message, context, trace, metadata, steps, frequency, rate, created, updated = row
+        pattern = {"type": kind, "message": message, "context": context}
+        if trace is not None:
+            pattern["stackTrace"] = trace
+        return {**entity, "errorPattern": pattern, "verificationSteps": json.loads(steps),
+                "metadata": {**json.loads(metadata), "createdAt": iso(created), "updatedAt": iso(updated),
+                             "frequency": frequency, "successRate": rate}}
+
+
+def _pattern_text(pattern: dict) -> str:
+    return f"{pattern['type']}: {pattern['message']} (in {pattern['context']})"
+
+
+def _check_error_pattern(value: Any, field: str) -> dict:
+    pattern = _check_mapping(value, field, ("type", "message", "context"))
+    checked = {key: _check_name(pattern[key], f"{field}.{key}") for key in ("type", "message", "context")}
+    if pattern.get("stackTrace") is not None:
+        checked["stackTrace"] = _check_text(pattern["stackTrace"], f"{field}.stackTrace", MAX_CONTENT_CHARS)
+    return checked
+
+
+def _check_lesson(value: Any) -> dict:
+    lesson = _check_mapping(value, "lesson", ("name", "entityType", "observations", "errorPattern",
+                                              "verificationSteps"))
+    if lesson["entityType"] != "lesson":
+        raise InvalidInput("lesson.entityType", f"must be \"lesson\", not {lesson['entityType']!r}")
+    metadata = lesson.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise InvalidInput("lesson.metadata", "must be an object")
+    if "severity" in metadata and metadata["severity"] not in SEVERITIES:
+        raise InvalidInput("lesson.metadata.severity", f"must be one of {', '.join(SEVERITIES)}")
+    if "environment" in metadata and not isinstance(metadata["environment"], dict):
+        raise InvalidInput("lesson.metadata.environment", "must be an object")
+    server_set = {"createdAt", "updatedAt", "frequency", "successRate"}
+    metadata = {k: v for k, v in metadata.items() if k not in server_set}  # the server sets these
+    steps = _check_list(lesson["verificationSteps"], "lesson.verificationSteps")
+    return {"name": _check_name(lesson["name"], "lesson.name"),
+            "observations": _check_strings(lesson["observations"], "lesson.observations"),
+            "errorPattern": _check_error_pattern(lesson["errorPattern"], "lesson.errorPattern"),
+            "metadata": metadata,
+            "verificationSteps": [_check_step(step, f"lesson.verificationSteps[{i}]") for i, step in enumerate(steps)]}
+
+
+def _check_step(value: Any, field: str) -> dict:
+    step = _check_mapping(value, field, ("command", "expectedOutput", "successIndicators"))
+    return {"command": _check_name(step["command"], f"{field}.command"),
+            "expectedOutput": _check_name(step["expectedOutput"], f"{field}.expectedOutput"),
+            "successIndicators": _check_strings(step["successIndicators"], f"{field}.successIndicators")}
 
 
 # ============================================================================
@@ -1969,6 +2180,7 @@ def build_server(memory: YourMemory):
         return call(memory.forget, memory_id, user_id=user_id, api_key=api_key)
 
     add_knowledge_graph_tools(server, memory, call, UserId, ApiKey)
+    add_lesson_tools(server, memory, call, UserId, ApiKey)
     return server
 
 
@@ -1978,7 +2190,7 @@ def add_knowledge_graph_tools(server, memory: YourMemory, call, UserId, ApiKey) 
 
     from mcp.types import ToolAnnotations
     from pydantic import Field
-    from typing_extensions import TypedDict
+    from typing_extensions import NotRequired, TypedDict
 
     Text = lambda description: Annotated[str, Field(description=description)]  # noqa: E731
     Entity = TypedDict("Entity", {
@@ -2007,11 +2219,11 @@ def add_knowledge_graph_tools(server, memory: YourMemory, call, UserId, ApiKey) 
     class Relations(TypedDict):
         relations: list[Relation]
 
-    class Graph(TypedDict, total=False):
+    class Graph(TypedDict):
         entities: list[Entity]
         relations: list[Relation]
-        total: int
-        offset: int
+        total: NotRequired[int]      # with read_graph's paging only
+        offset: NotRequired[int]
 
     class ObservationResults(TypedDict):
         results: list[AddedObservations]
@@ -2099,6 +2311,79 @@ def add_knowledge_graph_tools(server, memory: YourMemory, call, UserId, ApiKey) 
                      mime_type="application/json")
     def knowledge_graph() -> str:
         return json.dumps(graph.read_graph(), indent=2)
+
+
+def add_lesson_tools(server, memory: YourMemory, call, UserId, ApiKey) -> None:
+    """The lessons extension's four tools: record error patterns and fixes, and find them again."""
+    from typing import Annotated, Literal, Optional
+
+    from mcp.types import ToolAnnotations
+    from pydantic import Field
+    from typing_extensions import NotRequired, TypedDict
+
+    class ErrorPattern(TypedDict):
+        type: Annotated[str, Field(description="The kind of error, e.g. a type or category name")]
+        message: Annotated[str, Field(description="The error message")]
+        context: Annotated[str, Field(description="Where it happened: a tool, component or task")]
+        stackTrace: NotRequired[Annotated[str, Field(description="The stack trace, if any")]]
+
+    class Metadata(TypedDict, total=False):
+        severity: Literal["low", "medium", "high", "critical"]
+        environment: dict[str, Any]
+
+    class VerificationStep(TypedDict):
+        command: Annotated[str, Field(description="A command that checks the fix")]
+        expectedOutput: Annotated[str, Field(description="What the command should print")]
+        successIndicators: Annotated[list[str], Field(description="Strings whose presence means success")]
+
+    class Lesson(TypedDict):
+        name: Annotated[str, Field(description="A unique name for the lesson")]
+        entityType: Literal["lesson"]
+        observations: Annotated[list[str], Field(description="What was learned: cause, fix, caveats")]
+        errorPattern: ErrorPattern
+        metadata: NotRequired[Metadata]
+        verificationSteps: list[VerificationStep]
+
+    class Lessons(TypedDict):
+        lessons: list[dict[str, Any]]
+
+    writes = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False)
+    reads = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+    Limit = Annotated[int, Field(ge=1, le=MAX_TOP_K, strict=True, description="How many lessons to return")]
+    lessons = memory.lessons
+
+    @server.tool(title="Create Lesson", annotations=writes)
+    def create_lesson(lesson: Annotated[Lesson, Field(description="The lesson to record; its name must be new")],
+                      user_id: UserId = None, api_key: ApiKey = None) -> dict[str, Any]:
+        """Record a lesson learned from an error: the error pattern, what was learned, and how to verify
+        the fix. Frequency and success rate start at 0; createdAt and updatedAt are set by the server."""
+        return call(lessons.create_lesson, lesson, user_id=user_id, api_key=api_key)
+
+    @server.tool(title="Update Lesson Success", annotations=writes)
+    def update_lesson_success(
+        lessonName: Annotated[str, Field(description="The name of the lesson that was applied")],
+        success: Annotated[bool, Field(strict=True, description="Whether applying it fixed the problem")],
+        user_id: UserId = None, api_key: ApiKey = None,
+    ) -> dict[str, Any]:
+        """Record one more use of a lesson: frequency + 1 and the success rate updated."""
+        return call(lessons.update_lesson_success, lessonName, success, user_id=user_id, api_key=api_key)
+
+    @server.tool(title="Find Similar Errors", annotations=reads)
+    def find_similar_errors(
+        errorPattern: Annotated[ErrorPattern, Field(description="The error you are facing")],
+        limit: Limit = 5, user_id: UserId = None, api_key: ApiKey = None,
+    ) -> Lessons:
+        """Lessons about similar errors (same type or context, similar words or meaning), most relevant first,
+        then by success rate, with their full details."""
+        return call(lessons.find_similar_errors, errorPattern, limit=limit, user_id=user_id, api_key=api_key)
+
+    @server.tool(title="Get Lesson Recommendations", annotations=reads)
+    def get_lesson_recommendations(
+        context: Annotated[str, Field(description="What you are doing or facing, in plain words")],
+        limit: Limit = 5, user_id: UserId = None, api_key: ApiKey = None,
+    ) -> Lessons:
+        """Lessons relevant to a situation, ranked by relevance and success rate, with full solution details."""
+        return call(lessons.get_lesson_recommendations, context, limit=limit, user_id=user_id, api_key=api_key)
 
 
 # ============================================================================

@@ -21,7 +21,8 @@ from yourmemory import YourMemory
 MEMORY_TOOLS = {"store_memory", "recall_memory", "update_memory", "forget_memory"}
 GRAPH_TOOLS = {"create_entities", "create_relations", "add_observations", "delete_entities", "delete_observations",
                "delete_relations", "read_graph", "search_nodes", "open_nodes"}
-TOOLS = MEMORY_TOOLS | GRAPH_TOOLS
+LESSON_TOOLS = {"create_lesson", "update_lesson_success", "find_similar_errors", "get_lesson_recommendations"}
+TOOLS = MEMORY_TOOLS | GRAPH_TOOLS | LESSON_TOOLS
 MEMORY_FIELDS = {"id", "content", "category", "importance", "strength", "similarity", "bm25", "score", "via",
                  "recall_count", "created_at", "last_accessed_at"}
 FLOW_LIMIT_S = 300  # a hang guard, not a timing assertion
