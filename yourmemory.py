@@ -1288,6 +1288,48 @@ class YourMemory:
                 "categories": {c: by_category.get(c, 0) for c in CATEGORIES},
                 "strength": strength_histogram(strengths), "edges": edges}
 
+    # -- moving memories in and out ---------------------------------------------------
+
+    def export_memories(self, *, user_id: str | None = None) -> list[dict]:
+        """The user's active shared memories, oldest first, as plain records."""
+        caller = self._caller(user_id, None)
+        with self._lock:
+            rows = self.db.execute(
+                f"""SELECT content, category, importance, recall_count, created_at, updated_at, last_accessed_at
+                    FROM memories AS m WHERE m.status = 'active' AND m.source = 'memory' AND {VISIBLE_TO_CALLER}
+                    ORDER BY m.id""", caller.sql()).fetchall()
+        return [{"content": c, "category": k, "importance": i, "recall_count": n, "created_at": iso(t0),
+                 "updated_at": iso(t1), "last_accessed_at": iso(t2)} for c, k, i, n, t0, t1, t2 in rows]
+
+    def import_memory(self, record: Any, *, user_id: str | None = None) -> int:
+        """Restore one exported memory with its timestamps and recall count; 0 if already present."""
+        caller = self._caller(user_id, None)
+        record = _check_mapping(record, "memory", ("content",))
+        content = _check_text(record["content"], "content", MAX_CONTENT_CHARS)
+        importance = _check_importance(record.get("importance", 0.5))
+        category, _ = _check_category(record.get("category"), content)
+        recalls = record.get("recall_count", 0)
+        if isinstance(recalls, bool) or not isinstance(recalls, int) or recalls < 0:
+            raise InvalidInput("recall_count", "must be a non-negative integer")
+        vector = self.embedder.embed_one(content)
+        predicate = main_predicate(parse(content))
+        with self._lock, transaction(self.db):
+            now = self.clock()
+            if self.db.execute(
+                    """SELECT 1 FROM memories WHERE user_id = ? AND content = ? AND status = 'active'
+                       AND source = 'memory' AND visibility = 'shared'""", (caller.user, content)).fetchone():
+                return 0
+            new = {"content": content, "importance": importance, "category": category, "visibility": "shared",
+                   "predicate": predicate}
+            memory_id = self._insert(new, caller, vector, now)
+            created = _parse_time(record.get("created_at")) or now
+            self.db.execute(
+                """UPDATE memories SET recall_count = ?, created_at = ?, updated_at = ?, last_accessed_at = ?
+                   WHERE id = ?""",
+                (recalls, created, _parse_time(record.get("updated_at")) or created,
+                 _parse_time(record.get("last_accessed_at")) or created, memory_id))
+        return 1
+
     # -- callers: agents, keys, audit ----------------------------------------------
 
     def _caller(self, user_id: str | None, api_key: str | None) -> Caller:
@@ -1631,7 +1673,8 @@ class KnowledgeGraph:
                      for text in item["observations"]]
             self._forget_observations(
                 """SELECT o.id FROM observations AS o JOIN json_each(?) AS pair
-                   ON o.entity_id = json_extract(pair.value, '$[0]') AND o.content = json_extract(pair.value, '$[1]')""",
+                   ON o.entity_id = json_extract(pair.value, '$[0]')
+                  AND o.content = json_extract(pair.value, '$[1]')""",
                 json.dumps(pairs))
         return {"success": True, "message": "Observations deleted successfully"}
 
@@ -1976,6 +2019,30 @@ class Lessons:
         return {entity_id: {**self._lesson(entity_id), "relevance": round(score, 6)}
                 for entity_id, score in best.items() if score >= VECTOR_WEIGHT * SEARCH_NODES_MIN_SIMILARITY}
 
+    def all(self, *, user_id: str | None = None, api_key: str | None = None) -> list[dict]:
+        """Every lesson of the user, in creation order, with full details."""
+        caller = self.graph._reader(user_id, api_key)
+        with self.memory._lock:
+            ids = [row[0] for row in self.db.execute(
+                """SELECT e.id FROM entities AS e JOIN lessons AS l ON l.entity_id = e.id
+                   WHERE e.user_id = ? ORDER BY e.id""", (caller.user,))]
+            return [self._lesson(entity_id) for entity_id in ids]
+
+    def restore_history(self, name: str, metadata: dict, *, user_id: str | None = None) -> None:
+        """Carry an imported lesson's frequency, success rate and timestamps over."""
+        caller = self.graph._writer(user_id, None)
+        frequency, rate = metadata.get("frequency"), metadata.get("successRate")
+        if not (isinstance(frequency, int) and not isinstance(frequency, bool) and frequency >= 0
+                and isinstance(rate, (int, float)) and not isinstance(rate, bool) and 0 <= rate <= 1):
+            return  # nothing (valid) to carry over: the lesson starts fresh
+        created, updated = (_parse_time(metadata.get(key)) for key in ("createdAt", "updatedAt"))
+        with self.memory._lock, transaction(self.db):
+            entity_id = self._require(caller.user, name)
+            self.db.execute(
+                """UPDATE lessons SET frequency = ?, success_rate = ?, created_at = coalesce(?, created_at),
+                                      updated_at = coalesce(?, updated_at) WHERE entity_id = ?""",
+                (frequency, float(rate), created, updated, entity_id))
+
     def _require(self, user: str, name: str) -> int:
         row = self.db.execute(
             """SELECT e.id FROM entities AS e JOIN lessons AS l ON l.entity_id = e.id
@@ -1997,6 +2064,17 @@ class Lessons:
         return {**entity, "errorPattern": pattern, "verificationSteps": json.loads(steps),
                 "metadata": {**json.loads(metadata), "createdAt": iso(created), "updatedAt": iso(updated),
                              "frequency": frequency, "successRate": rate}}
+
+
+def _parse_time(value: Any) -> float | None:
+    """Unix seconds from an ISO 8601 string (as exported), or None."""
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
 
 
 def _pattern_text(pattern: dict) -> str:
@@ -2038,6 +2116,130 @@ def _check_step(value: Any, field: str) -> dict:
     return {"command": _check_name(step["command"], f"{field}.command"),
             "expectedOutput": _check_name(step["expectedOutput"], f"{field}.expectedOutput"),
             "successIndicators": _check_strings(step["successIndicators"], f"{field}.successIndicators")}
+
+
+# ============================================================================
+# Import and export
+# ============================================================================
+"""Moving in and out without leaving anything behind.
+
+Reads the official memory server's JSONL (memory.jsonl, and the legacy memory.json, which
+is JSONL too), the lessons fork's memory.json, lesson.json and split files (memory-1.json,
+...), and YourMemory's own memory export. Blank lines, a missing final newline and unknown
+record types are fine; a malformed line is reported with its number and the rest imported.
+Importing the same file twice changes nothing. The official-format export is loaded by the
+official server unchanged, and export -> import into an empty database -> export gives the
+same bytes.
+"""
+
+EXPORT_FORMATS = ("jsonl", "lessons", "memories")
+
+
+def import_files(memory: YourMemory, paths: Iterable[str | Path], *, user_id: str | None = None) -> dict:
+    """Import each file, or each memory*/lesson* file in a folder; one report for all."""
+    report = {"files": [], "entities": 0, "relations": 0, "observations": 0, "lessons": 0, "memories": 0,
+              "skipped": 0, "problems": []}
+    for path in _import_targets(paths):
+        records, problems, skipped = _read_jsonl(path)
+        report["files"].append(str(path))
+        report["skipped"] += skipped
+        report["problems"] += problems
+        _import_records(memory, records, report, user_id, path.name)
+    return report
+
+
+def _import_targets(paths: Iterable[str | Path]) -> list[Path]:
+    targets = []
+    for raw in paths:
+        path = Path(raw).expanduser()
+        if path.is_dir():
+            found = sorted(p for p in path.iterdir() if p.is_file() and re.fullmatch(
+                r"(memory|lesson)(-\d+)?\.jsonl?|memories\.jsonl", p.name))
+            if not found:
+                raise InvalidInput("path", f"{path} holds no memory.jsonl, memory.json, memory-N.json or lesson.json")
+            targets += found
+        elif path.is_file():
+            targets.append(path)
+        else:
+            raise InvalidInput("path", f"{path} does not exist")
+    return targets
+
+
+def _read_jsonl(path: Path) -> tuple[list[tuple[int, dict]], list[str], int]:
+    """(line number, record) pairs, problems with line numbers, and how many unknown records were skipped."""
+    records, problems, skipped = [], [], 0
+    text = path.read_text(encoding="utf-8", errors="replace")
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            problems.append(f"{path.name}:{number}: not JSON ({error.msg})")
+            continue
+        if not isinstance(record, dict) or record.get("type") not in ("entity", "relation", "lesson", "memory"):
+            skipped += 1
+            continue
+        records.append((number, record))
+    return records, problems, skipped
+
+
+def _import_records(memory: YourMemory, records: list[tuple[int, dict]], report: dict, user_id: str | None,
+                    source: str) -> None:
+    graph = memory.graph
+    for number, record in records:
+        try:
+            kind = record["type"]
+            if kind == "lesson" or (kind == "entity" and record.get("entityType") == "lesson"
+                                    and "errorPattern" in record):
+                report["lessons"] += _import_lesson(memory, record, user_id)
+            elif kind == "entity":
+                entity = {key: record.get(key) for key in ("name", "entityType", "observations")}
+                added = graph.create_entities([entity], user_id=user_id)["entities"]
+                if added:
+                    report["entities"] += 1
+                    report["observations"] += len(added[0]["observations"])
+                else:  # known entity: bring in observations it lacks
+                    results = graph.add_observations([{"entityName": entity["name"],
+                                                       "contents": entity["observations"]}], user_id=user_id)
+                    report["observations"] += len(results["results"][0]["addedObservations"])
+            elif kind == "relation":
+                relation = {key: record.get(key) for key in ("from", "to", "relationType")}
+                report["relations"] += len(graph.create_relations([relation], user_id=user_id)["relations"])
+            else:
+                report["memories"] += memory.import_memory(record, user_id=user_id)
+        except YourMemoryError as error:
+            report["problems"].append(f"{source}:{number}: {error}")
+
+
+def _import_lesson(memory: YourMemory, record: dict, user_id: str | None) -> int:
+    lesson = {**record, "entityType": "lesson"}
+    lesson.pop("type", None)
+    known = memory.graph.open_nodes([lesson.get("name")], user_id=user_id)["entities"] if isinstance(
+        lesson.get("name"), str) and lesson["name"] else []
+    if known:
+        return 0
+    history = lesson.get("metadata") or {}
+    memory.lessons.create_lesson(lesson, user_id=user_id)
+    memory.lessons.restore_history(lesson["name"], history, user_id=user_id)
+    return 1
+
+
+def export_records(memory: YourMemory, format: str = "jsonl", *, user_id: str | None = None) -> str:
+    """The user's data as JSONL text: "jsonl" the official server's file (entities, lessons included,
+    then relations), "lessons" the lessons fork's lesson.json, "memories" YourMemory's own memories."""
+    if format not in EXPORT_FORMATS:
+        raise InvalidInput("format", f"must be one of {', '.join(EXPORT_FORMATS)}, not {format!r}")
+    if format == "memories":
+        lines = [{"type": "memory", **m} for m in memory.export_memories(user_id=user_id)]
+    elif format == "lessons":
+        lines = [{"type": "lesson", **lesson} for lesson in memory.lessons.all(user_id=user_id)]
+    else:
+        graph = memory.graph.read_graph(user_id=user_id)
+        lines = [{"type": "entity", **e} for e in graph["entities"]] + [
+            {"type": "relation", **r} for r in graph["relations"]]
+    # Like the official server: compact JSON, raw UTF-8, lines joined by newlines, no final newline.
+    return "\n".join(json.dumps(line, ensure_ascii=False, separators=(",", ":")) for line in lines)
 
 
 # ============================================================================
@@ -2693,6 +2895,14 @@ def parse_args(argv: Sequence[str] | None):
     revoke = agent_commands.add_parser("revoke", help="revoke an agent's key now")
     revoke.add_argument("agent_id")
     agent_commands.add_parser("list", help="the user's agents (never their keys)")
+    import_parser = commands.add_parser("import", help="import memory.jsonl (official server), lessons-fork "
+                                                       "files or YourMemory's own JSONL")
+    import_parser.add_argument("paths", nargs="+", metavar="PATH", help="files, or folders holding them")
+    export_parser = commands.add_parser("export", help="export the knowledge graph, lessons or memories as JSONL")
+    export_parser.add_argument("--format", choices=EXPORT_FORMATS, default="jsonl",
+                               help="jsonl: the official server's file (default); lessons: the lessons fork's "
+                                    "lesson.json; memories: YourMemory's own memories")
+    export_parser.add_argument("--output", "-o", help="file to write (default: standard output)")
     audit_parser = commands.add_parser("audit", help="who created, updated, superseded or forgot which memory")
     audit_parser.add_argument("--memory", type=int, help="only this memory id")
     audit_parser.add_argument("--limit", type=int, default=100)
@@ -2730,6 +2940,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"Restored memory {restored['id']}: {restored['memory']['content']}")
             elif command == "agent":
                 run_agent_command(memory, args)
+            elif command == "import":
+                report = import_files(memory, args.paths)
+                print_import_report(report)
+                return 1 if report["problems"] else 0
+            elif command == "export":
+                write_export(export_records(memory, args.format), args.output)
             elif command == "audit":
                 for entry in memory.audit(memory_id=args.memory, limit=args.limit):
                     target = f" memory {entry['memory_id']}" if entry["memory_id"] is not None else ""
@@ -2764,6 +2980,26 @@ def run_agent_command(memory: YourMemory, args) -> None:
             state = "active" if agent["active"] else f"revoked {agent['revoked_at']}"
             print(f"{agent['agent_id']:<24} read {','.join(agent['can_read']):<15} "
                   f"write {','.join(agent['can_write']):<15} {state:<32} {agent['description'] or ''}")
+
+
+def print_import_report(report: dict) -> None:
+    print(f"Imported from {len(report['files'])} file(s): {report['entities']} entities, "
+          f"{report['observations']} observations, {report['relations']} relations, {report['lessons']} lessons, "
+          f"{report['memories']} memories; {report['skipped']} records of unknown type skipped.")
+    for problem in report["problems"]:
+        print(f"  not imported: {problem}", file=sys.stderr)
+
+
+def write_export(text: str, output: str | None) -> None:
+    if output is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    target = Path(output).expanduser()
+    partial = target.with_name(target.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(target)  # never a half-written export
+    print(f"Wrote {target}", file=sys.stderr)
 
 
 def print_prune_report(report: dict) -> None:

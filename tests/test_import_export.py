@@ -1,0 +1,153 @@
+"""Import and export: official JSONL in and out, lessons, YourMemory's own memories; nothing lost, nothing doubled."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from test_knowledge_graph import official_server
+
+from yourmemory import YourMemory, export_records, import_files
+
+OFFICIAL_FILE = "\n".join([
+    '{"type":"entity","name":"Alice","entityType":"person","observations":["works at Acme","likes tea"]}',
+    "",
+    '{"type":"entity","name":"Acme","entityType":"company","observations":["makes rockets"]}',
+    "this line is not JSON",
+    '{"type":"mystery","x":1}',
+    '{"type":"relation","from":"Alice","to":"Acme","relationType":"works_at"}',
+    '{"type":"entity","name":"École","entityType":"place","observations":["ÜBER cool"]}',
+])  # no final newline, a blank line, a malformed line, an unknown type: all as real files have them
+
+LESSON = {"type": "lesson", "name": "pg-down", "entityType": "lesson", "observations": ["Start Postgres first"],
+          "errorPattern": {"type": "ConnectionError", "message": "connection refused", "context": "pytest"},
+          "metadata": {"severity": "high", "frequency": 4, "successRate": 0.75, "createdAt": "2026-01-01T00:00:00Z"},
+          "verificationSteps": [{"command": "pg_isready", "expectedOutput": "accepting",
+                                 "successIndicators": ["accepting"]}]}
+
+
+@pytest.fixture
+def store_at(tmp_path, embedder, clock):
+    opened = []
+
+    def open_store(name):
+        opened.append(YourMemory(tmp_path / name, user="ada", clock=clock, embedder=embedder))
+        return opened[-1]
+    yield open_store
+    for store in opened:
+        store.close()
+
+
+def test_an_official_file_imports_with_its_malformed_line_reported_and_the_rest_kept(tmp_path, store_at):
+    source = tmp_path / "memory.jsonl"
+    source.write_text(OFFICIAL_FILE, encoding="utf-8")
+    memory = store_at("a.db")
+    report = import_files(memory, [source])
+    assert (report["entities"], report["observations"], report["relations"], report["skipped"]) == (3, 4, 1, 1)
+    assert report["problems"] == ["memory.jsonl:4: not JSON (Expecting value)"]
+    graph = memory.graph.read_graph()
+    assert [e["name"] for e in graph["entities"]] == ["Alice", "Acme", "École"]
+    assert graph["relations"] == [{"from": "Alice", "to": "Acme", "relationType": "works_at"}]
+    assert "likes tea" in memory.recall("what does Alice drink?", top_k=3)["context"]
+
+
+def test_importing_the_same_files_again_changes_nothing(tmp_path, store_at):
+    (tmp_path / "memory.jsonl").write_text(OFFICIAL_FILE, encoding="utf-8")
+    (tmp_path / "lesson.json").write_text(json.dumps(LESSON), encoding="utf-8")
+    memory = store_at("a.db")
+    import_files(memory, [tmp_path])
+    before = {t: memory.db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+              for t in ("entities", "observations", "relations", "lessons", "memories", "memory_vectors")}
+    again = import_files(memory, [tmp_path])
+    assert (again["entities"], again["observations"], again["relations"], again["lessons"]) == (0, 0, 0, 0)
+    assert before == {t: memory.db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in before}
+
+
+def test_a_dangling_relation_is_reported_with_its_line_and_not_imported(tmp_path, store_at):
+    source = tmp_path / "memory.json"  # the legacy name; JSONL inside
+    source.write_text(OFFICIAL_FILE + '\n{"type":"relation","from":"Alice","to":"Ghost","relationType":"haunts"}\n')
+    report = import_files(store_at("a.db"), [source])
+    assert len(report["problems"]) == 2 and report["problems"][1].startswith("memory.json:8: relations:")
+    assert "'Ghost'" in report["problems"][1]
+
+
+def test_export_import_export_is_byte_identical(tmp_path, store_at):
+    source = tmp_path / "memory.jsonl"
+    source.write_text(OFFICIAL_FILE, encoding="utf-8")
+    first = store_at("a.db")
+    import_files(first, [source])
+    exported = export_records(first)
+    (tmp_path / "export.jsonl").write_text(exported, encoding="utf-8")
+    second = store_at("b.db")
+    import_files(second, [tmp_path / "export.jsonl"])
+    assert export_records(second) == exported
+    assert exported.splitlines()[0] == OFFICIAL_FILE.splitlines()[0] and not exported.endswith("\n")
+
+
+def test_the_official_server_loads_our_export_unchanged(tmp_path, store_at):
+    source = tmp_path / "memory.jsonl"
+    source.write_text(OFFICIAL_FILE, encoding="utf-8")
+    memory = store_at("a.db")
+    import_files(memory, [source])
+    exported = tmp_path / "export.jsonl"
+    exported.write_text(export_records(memory), encoding="utf-8")
+    node, script = official_server()
+
+    async def read_with_official():
+        params = StdioServerParameters(command=node, args=[script],
+                                       env={**os.environ, "MEMORY_FILE_PATH": str(exported)})
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            return (await session.call_tool("read_graph", {})).structured_content
+
+    assert anyio.run(read_with_official) == memory.graph.read_graph()
+
+
+def test_lessons_round_trip_with_their_success_history(tmp_path, store_at):
+    (tmp_path / "lesson.json").write_text(json.dumps(LESSON), encoding="utf-8")
+    first = store_at("a.db")
+    assert import_files(first, [tmp_path / "lesson.json"])["lessons"] == 1
+    (lesson,) = first.lessons.all()
+    assert (lesson["metadata"]["frequency"], lesson["metadata"]["successRate"]) == (4, 0.75)
+    assert lesson["metadata"]["createdAt"] == "2026-01-01T00:00:00+00:00"
+    (tmp_path / "lessons-out.json").write_text(export_records(first, "lessons"), encoding="utf-8")
+    second = store_at("b.db")
+    import_files(second, [tmp_path / "lessons-out.json"])
+    assert second.lessons.all() == first.lessons.all()
+
+
+def test_own_memories_round_trip_with_timestamps_and_recall_counts(tmp_path, store_at, clock):
+    first = store_at("a.db")
+    kept = first.store("The user prefers dark mode in every editor", importance=0.8)["id"]
+    clock.advance(days=3)
+    first.recall("dark mode", top_k=1)
+    first.store("Deploys happen on Tuesdays", importance=0.4, category="strategy")
+    (tmp_path / "memories.jsonl").write_text(export_records(first, "memories"), encoding="utf-8")
+    second = store_at("b.db")
+    assert import_files(second, [tmp_path / "memories.jsonl"])["memories"] == 2
+    assert export_records(second, "memories") == export_records(first, "memories")
+    assert import_files(second, [tmp_path / "memories.jsonl"])["memories"] == 0
+    assert first.get(kept)["recall_count"] == 1
+
+
+def test_the_cli_imports_and_exports(tmp_path):
+    source = tmp_path / "memory.jsonl"
+    source.write_text(OFFICIAL_FILE, encoding="utf-8")
+    env = {**os.environ, "YOURMEMORY_DB": str(tmp_path / "cli.db"), "YOURMEMORY_USER": "ada",
+           "YOURMEMORY_HOME": str(tmp_path / "home")}
+    entry = str(Path(sys.executable).parent / "yourmemory")
+    imported = subprocess.run([entry, "import", str(source)], env=env, capture_output=True, text=True)
+    assert imported.returncode == 1, "a malformed line must make the exit status say so"
+    assert "3 entities" in imported.stdout and "memory.jsonl:4" in imported.stderr
+    assert "Traceback" not in imported.stderr
+    exported = subprocess.run([entry, "export", "--format", "jsonl", "-o", str(tmp_path / "out.jsonl")],
+                              env=env, capture_output=True, text=True)
+    assert exported.returncode == 0, exported.stderr
+    assert (tmp_path / "out.jsonl").read_text(encoding="utf-8").count('"type":"entity"') == 3
+    missing = subprocess.run([entry, "import", str(tmp_path / "nope.jsonl")], env=env, capture_output=True, text=True)
+    assert missing.returncode == 1 and "path:" in missing.stderr and "Traceback" not in missing.stderr
