@@ -201,3 +201,15 @@ def test_two_processes_on_one_database_prune_once_per_day(memory, db_path, clock
                 thread.join()
             assert sorted(results) == [False, True]
             clock.advance(days=25 / 24)
+
+
+def test_knowledge_graph_observations_do_not_decay_unless_opted_in(memory, clock, monkeypatch):
+    """A knowledge-graph user expects persistence: observations are never pruned by default."""
+    memory.graph.create_entities([{"name": "Ada", "entityType": "person", "observations": ["Ada writes Rust"]}])
+    observation = memory.db.execute("SELECT memory_id FROM observations").fetchone()[0]
+    clock.advance(days=400)
+    assert memory.get(observation)["strength"] < yourmemory.PRUNE_BELOW, "it must have faded for this to mean much"
+    assert observation not in memory.prune()["pruned"]
+    assert memory.graph.open_nodes(["Ada"])["entities"][0]["observations"] == ["Ada writes Rust"]
+    monkeypatch.setenv("YOURMEMORY_GRAPH_DECAY", "1")
+    assert observation in memory.prune()["pruned"]

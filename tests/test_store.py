@@ -173,3 +173,13 @@ def test_forget_deletes_the_memory_everywhere(memory):
     assert memory.db.execute("SELECT count(*) FROM memory_fts WHERE memory_fts MATCH 'vpn'").fetchone()[0] == 1
     with pytest.raises(NotFound):
         memory.forget(a["id"])
+
+
+def test_a_knowledge_graph_observation_is_changed_only_through_the_graph_tools(memory):
+    memory.graph.create_entities([{"name": "Ada", "entityType": "person", "observations": ["Ada writes Rust"]}])
+    observation = memory.db.execute("SELECT memory_id FROM observations").fetchone()[0]
+    for change in (lambda: memory.update(observation, "Ada writes Go"), lambda: memory.forget(observation)):
+        with pytest.raises(InvalidInput, match="memory_id: .*observation"):
+            change()
+    assert memory.graph.open_nodes(["Ada"])["entities"][0]["observations"] == ["Ada writes Rust"]
+    assert memory.store("Ada writes Rust")["action"] == "store", "a stored memory never merges into an observation"
