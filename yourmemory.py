@@ -2394,7 +2394,8 @@ def add_knowledge_graph_tools(server, memory: YourMemory, call, UserId, ApiKey) 
     from pydantic import Field
     from typing_extensions import NotRequired, TypedDict
 
-    Text = lambda description: Annotated[str, Field(description=description)]  # noqa: E731
+    def Text(description: str):  # noqa: N802 - reads as a type in the schemas below
+        return Annotated[str, Field(description=description)]
     Entity = TypedDict("Entity", {
         "name": Text("The name of the entity"),
         "entityType": Text("The type of the entity"),
@@ -2517,7 +2518,7 @@ def add_knowledge_graph_tools(server, memory: YourMemory, call, UserId, ApiKey) 
 
 def add_lesson_tools(server, memory: YourMemory, call, UserId, ApiKey) -> None:
     """The lessons extension's four tools: record error patterns and fixes, and find them again."""
-    from typing import Annotated, Literal, Optional
+    from typing import Annotated, Literal
 
     from mcp.types import ToolAnnotations
     from pydantic import Field

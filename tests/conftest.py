@@ -1,5 +1,6 @@
 """Shared fixtures: the real ONNX model (loaded once), a fresh database per test, a clock tests can move."""
-import os
+import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,15 @@ from yourmemory import Embedder, YourMemory
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
 DAY = 86400.0
+
+
+def installed_entry_point() -> str:
+    """The `yourmemory` command installed next to this Python (tests talk to it as clients do)."""
+    installed = Path(sys.executable).parent / "yourmemory"
+    found = str(installed) if installed.is_file() else shutil.which("yourmemory")
+    if not found:
+        pytest.fail("the `yourmemory` entry point is not installed next to this Python: pip install -e '.[test]'")
+    return str(Path(found).absolute())
 
 
 class Clock:

@@ -11,12 +11,12 @@ import os
 import re
 import secrets
 import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import anyio
 import pytest
+from conftest import installed_entry_point
 
 from yourmemory import InvalidInput, NotFound, YourMemory, YourMemoryError, iso
 
@@ -411,7 +411,7 @@ def test_the_audit_log_names_who_changed_which_memory_when_and_never_a_key(memor
 def test_cli_registers_lists_revokes_and_audits_agents_without_ever_showing_a_key_again(tmp_path, embedder):
     db = tmp_path / "memory.db"
     env = {**os.environ, "YOURMEMORY_DB": str(db), "YOURMEMORY_USER": "ada", "YOURMEMORY_HOME": str(tmp_path / "home")}
-    command = Path(sys.executable).parent / "yourmemory"
+    command = installed_entry_point()
 
     def cli(*args, ok=True):
         done = subprocess.run([str(command), *args], env=env, cwd=tmp_path, capture_output=True, text=True,
@@ -464,7 +464,7 @@ def test_mcp_keys_keep_a_private_memory_private_and_no_tool_registers_agents(tmp
         ghost = memory.register_agent("ghost")["api_key"]
         memory.revoke_agent("ghost")
     env = {**os.environ, "YOURMEMORY_DB": str(db), "YOURMEMORY_USER": "ada", "YOURMEMORY_HOME": str(tmp_path / "home")}
-    params = StdioServerParameters(command=str(Path(sys.executable).parent / "yourmemory"), env=env, cwd=str(tmp_path))
+    params = StdioServerParameters(command=installed_entry_point(), env=env, cwd=str(tmp_path))
 
     async def call(client, tool, **arguments):
         result = await client.call_tool(tool, arguments)

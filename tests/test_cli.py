@@ -5,13 +5,13 @@ Memories are made through the library with the real model; the CLI (real clock) 
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from conftest import installed_entry_point
 
 import yourmemory
 from yourmemory import YourMemory
@@ -23,12 +23,6 @@ FADED = ("The nightly export job failed with a timeout on the legacy FTP server"
 STRONG = "Ada prefers dark roast coffee in the morning"
 
 
-def entry_point() -> str:
-    installed = Path(sys.executable).parent / "yourmemory"
-    found = str(installed) if installed.is_file() else shutil.which("yourmemory")
-    if not found:
-        pytest.fail("the `yourmemory` entry point is not installed next to this Python")
-    return str(Path(found).absolute())
 
 
 @pytest.fixture
@@ -41,7 +35,7 @@ def cli(tmp_path):
     workdir.mkdir()
 
     def run(*args, module=False):
-        command = [sys.executable, "-m", "yourmemory", *args] if module else [entry_point(), *args]
+        command = [sys.executable, "-m", "yourmemory", *args] if module else [installed_entry_point(), *args]
         return subprocess.run(command, env=env, cwd=workdir, capture_output=True, text=True, timeout=600)
 
     run.db = db
@@ -96,7 +90,7 @@ def recalled_ids(db, embedder, query: str) -> list[int]:
 
 def test_config_prints_every_client_config_with_the_absolute_executable(cli):
     stdout = ok(cli("config"))
-    assert_configs_launch(stdout, entry_point())
+    assert_configs_launch(stdout, installed_entry_point())
     assert not cli.db.exists(), "config should not need or create the database"
 
 
@@ -166,7 +160,7 @@ def test_setup_with_a_cached_model_is_idempotent_and_prints_configs(cli):
         assert re.search(r"^Model:\s+.+ \(cached\)$", stdout, re.M), f"run {attempt}:\n{stdout}"
         assert str(cli.db) in stdout and f"user {USER}, 0 memories" in stdout
         assert "downloading" not in result.stderr and "[1/4]" not in result.stderr
-        assert_configs_launch(stdout, entry_point())
+        assert_configs_launch(stdout, installed_entry_point())
     assert cli.db.exists()
     with YourMemory(cli.db, user=USER) as memory:
         assert memory.stats()["memories"]["active"] == 0

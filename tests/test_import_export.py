@@ -2,11 +2,10 @@
 import json
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import anyio
 import pytest
+from conftest import installed_entry_point
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -140,7 +139,7 @@ def test_the_cli_imports_and_exports(tmp_path):
     source.write_text(OFFICIAL_FILE, encoding="utf-8")
     env = {**os.environ, "YOURMEMORY_DB": str(tmp_path / "cli.db"), "YOURMEMORY_USER": "ada",
            "YOURMEMORY_HOME": str(tmp_path / "home")}
-    entry = str(Path(sys.executable).parent / "yourmemory")
+    entry = installed_entry_point()
     imported = subprocess.run([entry, "import", str(source)], env=env, capture_output=True, text=True)
     assert imported.returncode == 1, "a malformed line must make the exit status say so"
     assert "3 entities" in imported.stdout and "memory.jsonl:4" in imported.stderr

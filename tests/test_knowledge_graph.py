@@ -33,12 +33,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
 import anyio
 import pytest
+from conftest import installed_entry_point
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -93,12 +93,6 @@ def install_official_server() -> None:
         pytest.fail(f"npm could not install the official server ({done.returncode}): {done.stderr[-2000:]}")
 
 
-def our_server() -> str:
-    installed = Path(sys.executable).parent / "yourmemory"
-    found = str(installed) if installed.is_file() else shutil.which("yourmemory")
-    if not found:
-        pytest.fail("the `yourmemory` entry point is not installed next to this Python")
-    return found
 
 
 class Servers:
@@ -117,7 +111,7 @@ class Servers:
             return StdioServerParameters(command=node, args=[script], cwd=str(self.tmp),
                                          env={**os.environ, "MEMORY_FILE_PATH": str(self.official_file)})
         self.our_db.parent.mkdir(parents=True, exist_ok=True)
-        return StdioServerParameters(command=our_server(), cwd=str(self.tmp), env={
+        return StdioServerParameters(command=installed_entry_point(), cwd=str(self.tmp), env={
             **os.environ, "YOURMEMORY_DB": str(self.our_db), "YOURMEMORY_USER": "tester",
             "YOURMEMORY_HOME": str(self.tmp / "home")})
 

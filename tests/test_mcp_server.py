@@ -5,13 +5,11 @@ launches are few because each one costs seconds.
 """
 import json
 import os
-import shutil
-import sys
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 import anyio
 import pytest
+from conftest import installed_entry_point
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -28,12 +26,6 @@ MEMORY_FIELDS = {"id", "content", "category", "importance", "strength", "similar
 FLOW_LIMIT_S = 300  # a hang guard, not a timing assertion
 
 
-def entry_point() -> str:
-    installed = Path(sys.executable).parent / "yourmemory"
-    found = str(installed) if installed.is_file() else shutil.which("yourmemory")
-    if not found:
-        pytest.fail("the `yourmemory` entry point is not installed next to this Python")
-    return found
 
 
 @pytest.fixture
@@ -46,7 +38,7 @@ def server(tmp_path):
     db, log = tmp_path / "memory.db", tmp_path / "server-stderr.log"
     env = {**os.environ, "YOURMEMORY_DB": str(db), "YOURMEMORY_USER": "tester",
            "YOURMEMORY_HOME": str(tmp_path / "home")}
-    params = StdioServerParameters(command=entry_point(), env=env, cwd=str(tmp_path))
+    params = StdioServerParameters(command=installed_entry_point(), env=env, cwd=str(tmp_path))
 
     @asynccontextmanager
     async def session():
