@@ -1761,24 +1761,25 @@ class KnowledgeGraph:
                            "create it with create_entities first (nothing was written)")
         return ids
 
-    def _embed_observations(self, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], Any]:
+    def _embed_observations(self, pairs: list[tuple[str | None, str]]) -> dict[tuple[str | None, str], Any]:
+        """Vectors of the memory texts of (label, text) pairs, in one batch."""
         pairs = list(dict.fromkeys(pairs))
-        vectors = self.memory.embedder.embed([f"{name}: {text}" for name, text in pairs]) if pairs else []
+        vectors = self.memory.embedder.embed([memory_text(label, text) for label, text in pairs]) if pairs else []
         return dict(zip(pairs, vectors))
 
-    def _observe(self, entity_id: int, name: str, text: str, vector, caller: Caller, now: float) -> bool:
+    def _observe(self, entity_id: int, label: str | None, text: str, vector, caller: Caller, now: float) -> bool:
         """Add one observation (and its memory) unless the entity already has it."""
         if self.db.execute("SELECT 1 FROM observations WHERE entity_id = ? AND content = ?",
                            (entity_id, text)).fetchone():
             return False
-        memory_id = self._remember(name, text, vector, caller, now)
+        memory_id = self._remember(label, text, vector, caller, now)
         self.db.execute("INSERT INTO observations (entity_id, content, memory_id) VALUES (?, ?, ?)",
                         (entity_id, text, memory_id))
         return True
 
-    def _remember(self, name: str, text: str, vector, caller: Caller, now: float) -> int:
-        """The memory behind a piece of the graph ("Name: text"), in the graph's own vector scope."""
-        content = f"{name}: {text}"
+    def _remember(self, label: str | None, text: str, vector, caller: Caller, now: float) -> int:
+        """The memory behind a piece of the graph, in the graph's own vector scope."""
+        content = memory_text(label, text)
         memory_id = self.db.execute(
             """INSERT INTO memories (user_id, agent_id, visibility, source, content, category, importance,
                                      token_count, created_at, updated_at, last_accessed_at)
@@ -1787,7 +1788,7 @@ class KnowledgeGraph:
              now, now, now)).lastrowid
         self.db.execute("INSERT INTO memory_vectors (memory_id, embedding, scope, active) VALUES (?, ?, ?, 1)",
                         (memory_id, vector_blob(vector), caller.graph_scope))
-        self.memory._audit(caller, "store", memory_id, now, f"knowledge graph: {name}")
+        self.memory._audit(caller, "store", memory_id, now, "knowledge graph")
         return memory_id
 
     def _forget_observations(self, select_ids: str, parameter: str) -> None:
@@ -1835,6 +1836,12 @@ class KnowledgeGraph:
                ORDER BY r.id""", {"ids": chosen}).fetchall()
         return {"entities": [e for e in entities.values() if e["name"] is not None],
                 "relations": [{"from": f, "to": t, "relationType": kind} for f, t, kind in relations]}
+
+
+def memory_text(label: str | None, text: str) -> str:
+    """An entity's observation is remembered as "Entity: observation", so recall and search see whose it is.
+    Lessons pass no label: their names must not sway how relevant their error patterns are."""
+    return text if label is None else f"{label}: {text}"
 
 
 def _unique(items: Iterable[dict | str]) -> list:
@@ -1927,7 +1934,7 @@ class Lessons:
         caller = self.graph._writer(user_id, api_key)
         lesson = _check_lesson(lesson)
         pattern = lesson["errorPattern"]
-        texts = [(lesson["name"], _pattern_text(pattern))] + [(lesson["name"], o) for o in lesson["observations"]]
+        texts = [(None, _pattern_text(pattern))] + [(None, o) for o in lesson["observations"]]
         vectors = self.graph._embed_observations(texts)
         with self.memory._lock, transaction(self.db):
             now = self.memory.clock()
@@ -1937,9 +1944,8 @@ class Lessons:
                 "INSERT INTO entities (user_id, name, entity_type, created_at) VALUES (?, ?, 'lesson', ?)",
                 (caller.user, lesson["name"], now)).lastrowid
             for text in lesson["observations"]:
-                self.graph._observe(entity_id, lesson["name"], text, vectors[(lesson["name"], text)], caller, now)
-            pattern_memory = self.graph._remember(lesson["name"], _pattern_text(pattern),
-                                                  vectors[texts[0]], caller, now)
+                self.graph._observe(entity_id, None, text, vectors[(None, text)], caller, now)
+            pattern_memory = self.graph._remember(None, _pattern_text(pattern), vectors[texts[0]], caller, now)
             self.db.execute(
                 """INSERT INTO lessons (entity_id, error_type, error_message, error_context, stack_trace,
                                         pattern_memory_id, metadata, verification_steps, created_at, updated_at)
@@ -2094,7 +2100,7 @@ def _check_lesson(value: Any) -> dict:
                                               "verificationSteps"))
     if lesson["entityType"] != "lesson":
         raise InvalidInput("lesson.entityType", f"must be \"lesson\", not {lesson['entityType']!r}")
-    metadata = lesson.get("metadata") or {}
+    metadata = {} if lesson.get("metadata") is None else lesson["metadata"]
     if not isinstance(metadata, dict):
         raise InvalidInput("lesson.metadata", "must be an object")
     if "severity" in metadata and metadata["severity"] not in SEVERITIES:
