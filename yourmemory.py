@@ -22,7 +22,8 @@ strength, which fades along an Ebbinghaus curve unless the memory is used.
 The module reads top to bottom in the order data flows:
 
     config -> storage -> embedding -> language -> scoring (decay, hybrid search,
-    graph) -> memory API -> MCP tools -> background jobs -> model setup -> CLI
+    graph) -> memory API (with agents) -> knowledge graph -> lessons -> import and
+    export -> MCP tools -> background jobs -> model setup -> CLI
 
 Library use::
 
@@ -2251,7 +2252,8 @@ def export_records(memory: YourMemory, format: str = "jsonl", *, user_id: str | 
 # ============================================================================
 # MCP tools
 # ============================================================================
-"""The MCP face of the memory API: each tool is a short declaration over ``YourMemory``."""
+"""The MCP face of the library: each tool is a short declaration over ``YourMemory``,
+``memory.graph`` or ``memory.lessons``."""
 
 SERVER_INSTRUCTIONS = """\
 Long-term memory that persists across sessions.
