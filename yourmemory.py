@@ -2262,11 +2262,14 @@ Long-term memory that persists across sessions.
   cause, a strategy that worked), call store_memory with one self-contained statement.
 - When a stored memory turns out wrong or outdated, call update_memory (or store the new fact: a clear
   contradiction supersedes the old memory automatically); call forget_memory to delete a wrong one.
-Memories fade unless used; importance (0..1) slows the fading."""
+Memories fade unless used; importance (0..1) slows the fading.
+The knowledge-graph tools (create_entities, search_nodes, ...) keep entities and relations that never fade;
+the lesson tools record error patterns with their fixes (create_lesson) and find them again
+(find_similar_errors, get_lesson_recommendations)."""
 
 
 def build_server(memory: YourMemory):
-    """An MCP server exposing ``memory`` through four tools."""
+    """An MCP server with the four memory tools, the knowledge-graph tools and resource, and the lesson tools."""
     from typing import Annotated, Literal, Optional
 
     from typing_extensions import TypedDict  # pydantic needs it for nested TypedDicts before 3.12
