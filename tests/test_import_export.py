@@ -57,9 +57,12 @@ def test_an_official_file_imports_with_its_malformed_line_reported_and_the_rest_
 
 def test_importing_the_same_files_again_changes_nothing(tmp_path, store_at):
     (tmp_path / "memory.jsonl").write_text(OFFICIAL_FILE, encoding="utf-8")
+    (tmp_path / "memory-1.json").write_text(  # the lessons fork splits big graphs into numbered files
+        '{"type":"entity","name":"Bob","entityType":"person","observations":["plays chess"]}\n', encoding="utf-8")
     (tmp_path / "lesson.json").write_text(json.dumps(LESSON), encoding="utf-8")
     memory = store_at("a.db")
-    import_files(memory, [tmp_path])
+    first = import_files(memory, [tmp_path])
+    assert len(first["files"]) == 3 and (first["entities"], first["lessons"]) == (4, 1)
     before = {t: memory.db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
               for t in ("entities", "observations", "relations", "lessons", "memories", "memory_vectors")}
     again = import_files(memory, [tmp_path])
