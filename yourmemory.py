@@ -906,18 +906,18 @@ class YourMemory:
                 if contradicts(parse(old_content), doc):
                     new_id = self._insert(new, caller, vector, now)
                     self._supersede(memory_id, new_id, caller, now)
-                    return self._stored(caller, "supersede", new_id, category, inferred, importance,
+                    return self._stored(caller, "supersede", new_id, category, inferred, importance, visibility,
                                         supersededId=memory_id, supersededContent=old_content)
                 if similarity >= DUPLICATE_SIMILARITY and content_words(content) <= content_words(old_content):
                     self._reinforce(memory_id, importance, caller, now)
                     kept = self._memory_rows([memory_id])[memory_id]
                     return self._stored(caller, "reinforce", memory_id, kept["category"], False, kept["importance"],
-                                        content=old_content)
+                                        visibility, content=old_content)
             new_id = self._insert(new, caller, vector, now)
-            return self._stored(caller, "store", new_id, category, inferred, importance)
+            return self._stored(caller, "store", new_id, category, inferred, importance, visibility)
 
     def _stored(self, caller: Caller, action: str, memory_id: int, category: str, inferred: bool,
-                importance: float, **extra) -> dict:
+                importance: float, visibility: str, **extra) -> dict:
         messages = {
             "store": f"Stored memory {memory_id} as {category}.",
             "reinforce": f"Already known: reinforced memory {memory_id} instead of storing a duplicate.",
@@ -927,7 +927,6 @@ class YourMemory:
         edges = self.db.execute(  # only links the caller may see: a count must not reveal a private memory
             f"""SELECT count(*) FROM memory_edges AS e JOIN memories AS m ON m.id = e.target_id
                 WHERE e.source_id = :id AND {VISIBLE_TO_CALLER}""", {"id": memory_id, **caller.sql()}).fetchone()[0]
-        visibility = self.db.execute("SELECT visibility FROM memories WHERE id = ?", (memory_id,)).fetchone()[0]
         return {"action": action, "id": memory_id, "category": category, "categoryInferred": inferred,
                 "importance": importance, "visibility": visibility, "edges": edges, "message": messages[action],
                 **extra}
@@ -973,6 +972,7 @@ class YourMemory:
         weight = verb_weight(predicate)
         own = caller.scope(visibility)
         reach = [own] + ([caller.scope("shared")] if visibility == "private" and "shared" in caller.can_read else [])
+        sources = {memory_id}
         for scope in reach:
             for other_id, similarity, _ in self._nearest(vector, [scope], EDGE_FANOUT + 1):
                 if other_id == memory_id or similarity < EDGE_MIN_SIMILARITY:
@@ -984,7 +984,9 @@ class YourMemory:
                            ON CONFLICT (source_id, target_id) DO UPDATE SET weight = excluded.weight,
                                                                             relation = excluded.relation""",
                         (source, target, round(similarity * weight, 6), predicate))
-                    self._keep_strongest_edges(source)
+                    sources.add(source)
+        for source in sources:
+            self._keep_strongest_edges(source)
 
     def _keep_strongest_edges(self, node: int) -> None:
         self.db.execute(
@@ -1802,21 +1804,24 @@ class KnowledgeGraph:
         self.db.execute(f"DELETE FROM memories WHERE id IN ({select_memory_ids})", (parameter,))
 
     def _related_entities(self, query: str, vector, caller: Caller) -> list[int]:
-        """Entities ranked by their best-matching observation: 0.6 cosine + 0.4 normalised BM25."""
-        similar = {m: s for m, s, _ in self.memory._nearest(vector, [caller.graph_scope], 4 * SEARCH_NODES_LIMIT)}
-        lexical = bm25_scores(self.db, query_terms(self.db, query), caller.sql(), 4 * SEARCH_NODES_LIMIT)
-        top_bm25 = max(lexical.values(), default=0.0)
-        best: dict[int, float] = {}
+        """Entities ranked by their best-matching observation."""
+        scores = self._scored_memories(query, vector, caller, 4 * SEARCH_NODES_LIMIT)
         rows = self.db.execute(
-            "SELECT memory_id, entity_id FROM observations WHERE memory_id IN (SELECT value FROM json_each(?))",
-            (json.dumps(list(set(similar) | set(lexical))),)).fetchall()
-        for memory_id, entity_id in rows:
-            if similar.get(memory_id, 0.0) < SEARCH_NODES_MIN_SIMILARITY and memory_id not in lexical:
-                continue
-            score = VECTOR_WEIGHT * similar.get(memory_id, 0.0) + BM25_WEIGHT * normalised(
-                lexical.get(memory_id, 0.0), top_bm25)
-            best[entity_id] = max(best.get(entity_id, 0.0), score)
+            "SELECT entity_id, memory_id FROM observations WHERE memory_id IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(scores)),)).fetchall()
+        best = best_by_entity(rows, scores)
         return sorted(best, key=lambda entity_id: -best[entity_id])
+
+    def _scored_memories(self, text: str, vector, caller: Caller, limit: int) -> dict[int, float]:
+        """Graph memories that match ``text`` (cosine >= 0.35 or a shared term), scored like recall's
+        round 1: 0.6 x cosine + 0.4 x BM25 / best BM25."""
+        similar = {m: s for m, s, _ in self.memory._nearest(vector, [caller.graph_scope], limit)}
+        lexical = bm25_scores(self.db, query_terms(self.db, text), caller.sql(), limit)
+        top_bm25 = max(lexical.values(), default=0.0)
+        return {memory_id: VECTOR_WEIGHT * similar.get(memory_id, 0.0)
+                + BM25_WEIGHT * normalised(lexical.get(memory_id, 0.0), top_bm25)
+                for memory_id in set(similar) | set(lexical)
+                if memory_id in lexical or similar[memory_id] >= SEARCH_NODES_MIN_SIMILARITY}
 
     def _subgraph(self, entity_ids: list[int]) -> dict:
         """The entities (in the given order) and every relation with at least one end among them."""
@@ -1837,6 +1842,14 @@ class KnowledgeGraph:
                ORDER BY r.id""", {"ids": chosen}).fetchall()
         return {"entities": [e for e in entities.values() if e["name"] is not None],
                 "relations": [{"from": f, "to": t, "relationType": kind} for f, t, kind in relations]}
+
+
+def best_by_entity(pairs: Iterable[tuple[int, int]], scores: dict[int, float]) -> dict[int, float]:
+    """Each entity's best score among its memories, from (entity id, memory id) pairs."""
+    best: dict[int, float] = {}
+    for entity_id, memory_id in pairs:
+        best[entity_id] = max(best.get(entity_id, 0.0), scores[memory_id])
+    return best
 
 
 def memory_text(label: str | None, text: str) -> str:
@@ -2009,22 +2022,15 @@ class Lessons:
 
     def _relevance(self, text: str, vector, caller: Caller) -> dict[int, dict]:
         """Each lesson's best hybrid score over its error pattern and observations."""
-        similar = {m: s for m, s, _ in self.memory._nearest(vector, [caller.graph_scope], LESSON_CANDIDATES)}
-        lexical = bm25_scores(self.db, query_terms(self.db, text), caller.sql(), LESSON_CANDIDATES)
-        top_bm25 = max(lexical.values(), default=0.0)
+        scores = self.graph._scored_memories(text, vector, caller, LESSON_CANDIDATES)
         rows = self.db.execute(
             """SELECT l.entity_id, m.value FROM lessons AS l JOIN entities AS e ON e.id = l.entity_id
                JOIN json_each(:ids) AS m ON m.value = l.pattern_memory_id OR m.value IN (
                    SELECT memory_id FROM observations WHERE entity_id = l.entity_id)
                WHERE e.user_id = :user""",
-            {"ids": json.dumps(list(set(similar) | set(lexical))), "user": caller.user}).fetchall()
-        best: dict[int, float] = {}
-        for entity_id, memory_id in rows:
-            score = VECTOR_WEIGHT * similar.get(memory_id, 0.0) + BM25_WEIGHT * normalised(
-                lexical.get(memory_id, 0.0), top_bm25)
-            best[entity_id] = max(best.get(entity_id, 0.0), score)
+            {"ids": json.dumps(list(scores)), "user": caller.user}).fetchall()
         return {entity_id: {**self._lesson(entity_id), "relevance": round(score, 6)}
-                for entity_id, score in best.items() if score >= VECTOR_WEIGHT * SEARCH_NODES_MIN_SIMILARITY}
+                for entity_id, score in best_by_entity(rows, scores).items()}
 
     def all(self, *, user_id: str | None = None, api_key: str | None = None) -> list[dict]:
         """Every lesson of the user, in creation order, with full details."""
