@@ -50,7 +50,7 @@ import threading
 import time
 import urllib.request
 import zipfile
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -155,6 +155,20 @@ def default_user() -> str:
 def graph_decays() -> bool:
     """Knowledge-graph observations are kept for good unless $YOURMEMORY_GRAPH_DECAY is 1."""
     return os.environ.get("YOURMEMORY_GRAPH_DECAY", "0").strip().lower() in ("1", "true", "yes")
+
+
+def decay_interval() -> float:
+    """Seconds between decay runs: $YOURMEMORY_DECAY_INTERVAL, else 24 hours (tests and stress runs shorten it)."""
+    configured = os.environ.get("YOURMEMORY_DECAY_INTERVAL")
+    if not configured:
+        return DECAY_INTERVAL_SECONDS
+    try:
+        seconds = float(configured)
+    except ValueError:
+        raise InvalidInput("YOURMEMORY_DECAY_INTERVAL", f"must be a number of seconds, got {configured!r}") from None
+    if not seconds > 0:
+        raise InvalidInput("YOURMEMORY_DECAY_INTERVAL", f"must be above 0 seconds, got {configured!r}")
+    return seconds
 
 
 def cache_home() -> Path:
@@ -386,16 +400,9 @@ def _stdlib_sqlite_is_enough(sqlite3) -> bool:
 
 def connect(path: str | Path):
     """Open (creating if needed) a YourMemory database and bring its schema up to date."""
-    import sqlite_vec
-    module = sqlite_module()
     if str(path) != ":memory:":
         Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    conn = module.connect(str(path), timeout=SQLITE_BUSY_TIMEOUT_MS / 1000,
-                          isolation_level=None, check_same_thread=False)
-    conn.enable_load_extension(True)
-    sqlite_vec.load(conn)
-    conn.enable_load_extension(False)
-    conn.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+    conn = open_raw(path)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")
@@ -457,9 +464,177 @@ def _complete(sql: str) -> bool:
     return sqlite3.complete_statement(sql)
 
 
+def open_raw(path: str | Path):
+    """A connection with sqlite-vec loaded and nothing else: no migration, no journal-mode change."""
+    import sqlite_vec
+    conn = sqlite_module().connect(str(Path(path).expanduser()) if str(path) != ":memory:" else str(path),
+                                   timeout=SQLITE_BUSY_TIMEOUT_MS / 1000,
+                                   isolation_level=None, check_same_thread=False)
+    conn.enable_load_extension(True)
+    sqlite_vec.load(conn)
+    conn.enable_load_extension(False)
+    conn.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+    return conn
+
+
 def vector_blob(vector) -> bytes:
     import numpy as np
     return np.asarray(vector, dtype=np.float32).tobytes()
+
+
+def database_errors() -> tuple[type[BaseException], ...]:
+    """The exception classes of both SQLite bindings (sqlean.py's are its own, not sqlite3's)."""
+    import sqlite3
+    errors: list[type[BaseException]] = [sqlite3.Error]
+    try:
+        import sqlean
+        errors.append(sqlean.Error)
+    except ImportError:
+        pass
+    return tuple(errors)
+
+
+def describe_database_error(error: BaseException, path: str | Path) -> str:
+    """A sentence a user can act on, for an SQLite error; each write is one transaction, so nothing was half-written."""
+    text = str(error)
+    lowered = text.lower()
+    if "full" in lowered:
+        return f"the disk holding {path} is full ({text}); nothing was written, free some space and retry"
+    if "readonly" in lowered or "read-only" in lowered or "attempt to write" in lowered:
+        return f"{path} is read-only ({text}); nothing was written, check the file and folder permissions"
+    if "locked" in lowered or "busy" in lowered:
+        return (f"{path} stayed locked by another process for over {SQLITE_BUSY_TIMEOUT_MS // 1000} s ({text}); "
+                "nothing was written, retry")
+    if "not a database" in lowered or "malformed" in lowered or "corrupt" in lowered:
+        return f"{path} is damaged ({text}); run `yourmemory doctor`, then `yourmemory restore-backup` if needed"
+    if "unable to open" in lowered:
+        return f"cannot open {path} ({text}); check that its folder exists and is writable"
+    return f"database error on {path}: {text}"
+
+
+# -- integrity and backups ---------------------------------------------------------
+
+def check_database(conn) -> dict:
+    """Check that the FTS index, the vectors, the graph and the knowledge graph agree with the memories table.
+
+    Returns ``{"ok": bool, "problems": [...], "counts": {...}}``. Reads only, except FTS5's
+    own integrity-check command, which must be issued as an INSERT (it changes nothing).
+    """
+    problems: list[str] = []
+    problems += [f"integrity_check: {line}" for (line,) in conn.execute("PRAGMA integrity_check") if line != "ok"]
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version != SCHEMA_VERSION:
+        problems.append(f"schema version {version}, expected {SCHEMA_VERSION}")
+        return {"ok": False, "problems": problems, "counts": {}}
+    problems += [f"foreign key: {table} row {rowid} points to a missing {parent} row"
+                 for table, rowid, parent, _ in conn.execute("PRAGMA foreign_key_check")]
+    try:
+        conn.execute("INSERT INTO memory_fts (memory_fts, rank) VALUES ('integrity-check', 1)")
+    except database_errors() as error:
+        problems.append(f"the full-text index does not match the memories table ({error})")
+    problems += _vector_problems(conn)
+    problems += [f"memory {memory_id} belongs to the knowledge graph but no observation or lesson refers to it"
+                 for (memory_id,) in conn.execute(ORPHAN_GRAPH_MEMORIES_SQL)]
+    counts = {table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in COUNTED_TABLES}
+    return {"ok": not problems, "problems": problems, "counts": counts}
+
+
+COUNTED_TABLES = ("memories", "memory_vectors", "memory_edges", "memory_history", "entities", "observations",
+                  "relations", "lessons", "agents", "audit_log")
+ORPHAN_GRAPH_MEMORIES_SQL = """
+    SELECT id FROM memories WHERE source = 'observation'
+       AND id NOT IN (SELECT memory_id FROM observations WHERE memory_id IS NOT NULL)
+       AND id NOT IN (SELECT pattern_memory_id FROM lessons WHERE pattern_memory_id IS NOT NULL)
+"""
+
+
+def _vector_problems(conn) -> list[str]:
+    """One unit-length vector per memory, in the scope and with the active flag its row implies."""
+    import numpy as np
+    expected = {memory_id: (scope, active) for memory_id, scope, active in conn.execute(
+        """SELECT id, CASE WHEN source = 'observation' THEN user_id || char(31) || 'graph'
+                           WHEN visibility = 'private' THEN user_id || char(31) || agent_id
+                           ELSE user_id END,
+                  status = 'active' FROM memories""")}
+    problems = []
+    for memory_id, blob, scope, active in conn.execute("SELECT memory_id, embedding, scope, active FROM memory_vectors"):
+        if memory_id not in expected:
+            problems.append(f"vector {memory_id} has no memory")
+            continue
+        if (scope, active) != expected.pop(memory_id):
+            problems.append(f"memory {memory_id}: vector scope or active flag disagrees with the memory row")
+        vector = np.frombuffer(blob, dtype=np.float32) if len(blob) == 4 * EMBEDDING_DIM else None
+        if vector is None or not np.isfinite(vector).all() or abs(float(np.linalg.norm(vector)) - 1) > 1e-3:
+            problems.append(f"memory {memory_id}: its vector is damaged (not a unit vector of {EMBEDDING_DIM} floats)")
+    problems += [f"memory {memory_id} has no vector" for memory_id in expected]
+    return problems
+
+
+def backup_database(conn, target: str | Path, *, check: bool = True) -> Path:
+    """Copy the live database to a new file with SQLite's online backup API (safe while servers write).
+
+    The copy is written beside the target, checked (unless ``check=False``: saving a damaged
+    database as it is), and only then renamed into place.
+    """
+    target = Path(target).expanduser().absolute()
+    if target.exists():
+        raise InvalidInput("path", f"{target} already exists; backups never overwrite a file")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".partial")
+    partial.unlink(missing_ok=True)
+    copy = open_raw(partial)
+    try:
+        conn.backup(copy)
+        copy.execute("PRAGMA journal_mode = DELETE")  # one self-contained file, no -wal beside it
+        report = check_database(copy) if check else {"ok": True}
+    finally:
+        copy.close()
+    if not report["ok"]:
+        partial.unlink(missing_ok=True)
+        raise YourMemoryError("the backup copy failed its check: " + "; ".join(report["problems"][:5]))
+    os.replace(partial, target)
+    return target
+
+
+def restore_backup(backup: str | Path, database: str | Path) -> dict:
+    """Replace ``database`` with a checked backup; the replaced database is first saved beside it.
+
+    Uses the backup API into the live file, so running servers see the restored data on their next query.
+    """
+    backup = Path(backup).expanduser().absolute()
+    database = Path(database).expanduser().absolute()
+    if not backup.is_file():
+        raise InvalidInput("path", f"{backup} is not a file")
+    source = open_raw(backup)
+    try:
+        _check_backup(source, backup)
+        saved = None
+        if database.exists():
+            saved = database.with_name(f"{database.name}.before-restore-{time.strftime('%Y%m%d-%H%M%S')}")
+            with closing(connect(database)) as current:
+                backup_database(current, saved, check=False)  # kept as it is, damaged or not
+        with closing(connect(database)) as live:
+            source.backup(live)
+    finally:
+        source.close()
+    with closing(connect(database)) as restored:  # migrates an older backup, then checks
+        report = check_database(restored)
+    return {"database": str(database), "backup": str(backup), "previous": str(saved) if saved else None, **report}
+
+
+def _check_backup(source, path: Path) -> None:
+    try:
+        version = source.execute("PRAGMA user_version").fetchone()[0]
+        damaged = [line for (line,) in source.execute("PRAGMA integrity_check") if line != "ok"]
+    except database_errors() as error:
+        raise InvalidInput("path", f"{path} is not a readable SQLite database ({error})") from None
+    if version > SCHEMA_VERSION:
+        raise SchemaTooNew(f"the backup {path} has schema version {version}, but this YourMemory ({__version__}) "
+                           f"knows up to {SCHEMA_VERSION}; upgrade YourMemory to restore it")
+    if version == 0 or not source.execute("SELECT 1 FROM sqlite_master WHERE name = 'memories'").fetchone():
+        raise InvalidInput("path", f"{path} is not a YourMemory database")
+    if damaged:
+        raise YourMemoryError(f"the backup {path} is damaged: {damaged[0]}; nothing was restored")
 
 
 # ============================================================================
@@ -1222,12 +1397,12 @@ class YourMemory:
         A memory below strength 0.05 stays while any graph neighbour is still at or
         above it (chain-aware). Runs in one write transaction, so when several server
         processes share the database only one prunes at a time; with ``force=False``
-        it skips if another process ran it within the last 24 hours.
+        it skips if another process ran it within the last 24 hours (the decay interval).
         """
         with self._lock, transaction(self.db):
             now = self.clock()
             last = self.db.execute("SELECT last_run_at FROM jobs WHERE name = 'decay'").fetchone()
-            if not force and last and last[0] is not None and now - last[0] < DECAY_INTERVAL_SECONDS:
+            if not force and last and last[0] is not None and now - last[0] < decay_interval():
                 return {"ran": False, "lastRunAt": iso(last[0]), "pruned": [], "purged": 0}
             pruned = [row[0] for row in self.db.execute(
                 PRUNE_CANDIDATES_SQL, {"now": now, "floor": PRUNE_BELOW, "graph_decays": int(graph_decays())})]
@@ -1290,6 +1465,18 @@ class YourMemory:
                 "memories": {status: by_status.get(status, 0) for status in ("active", "superseded", "pruned")},
                 "categories": {c: by_category.get(c, 0) for c in CATEGORIES},
                 "strength": strength_histogram(strengths), "edges": edges}
+
+    # -- upkeep ---------------------------------------------------------------------
+
+    def doctor(self) -> dict:
+        """Check the whole database: ``{"ok", "problems", "counts"}`` (see ``check_database``)."""
+        with self._lock:
+            return {"database": str(self.path), **check_database(self.db)}
+
+    def backup(self, path: str | Path) -> Path:
+        """Write a checked copy of the whole database (every user) to a new file ``path``."""
+        with self._lock:
+            return backup_database(self.db, path)
 
     # -- moving memories in and out ---------------------------------------------------
 
@@ -2345,6 +2532,8 @@ def build_server(memory: YourMemory):
             return method(*args, **kwargs)
         except YourMemoryError as error:
             raise ToolError(str(error)) from None
+        except database_errors() as error:
+            raise ToolError(describe_database_error(error, memory.path)) from None
 
     @server.tool(title="Store a memory", annotations=ToolAnnotations(
         readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False))
@@ -2631,11 +2820,11 @@ def warm_up(memory: YourMemory) -> threading.Thread:
 
 
 class DecayTimer(threading.Thread):
-    """Runs the decay job now and every 24 hours; skips a run another process just did."""
+    """Runs the decay job now and every 24 hours (or $YOURMEMORY_DECAY_INTERVAL); skips a run another process just did."""
 
-    def __init__(self, memory: YourMemory, interval: float = DECAY_INTERVAL_SECONDS):
+    def __init__(self, memory: YourMemory, interval: float | None = None):
         super().__init__(name="yourmemory-decay", daemon=True)
-        self.memory, self.interval = memory, interval
+        self.memory, self.interval = memory, interval or decay_interval()
         self.stopped = threading.Event()
 
     def run(self) -> None:
@@ -2921,6 +3110,14 @@ def parse_args(argv: Sequence[str] | None):
                                help="jsonl: the official server's file (default); lessons: the lessons fork's "
                                     "lesson.json; memories: YourMemory's own memories")
     export_parser.add_argument("--output", "-o", help="file to write (default: standard output)")
+    doctor_parser = commands.add_parser("doctor", help="check that indexes, vectors and graph agree with the "
+                                                       "memories; exit 1 on any problem")
+    doctor_parser.add_argument("--json", action="store_true", help="machine-readable output")
+    backup_parser = commands.add_parser("backup", help="copy the database to a new file (safe while servers run)")
+    backup_parser.add_argument("path", metavar="PATH", help="the backup file to create")
+    restore_backup_parser = commands.add_parser(
+        "restore-backup", help="replace the database with a backup (the current one is saved beside it first)")
+    restore_backup_parser.add_argument("path", metavar="PATH", help="a file written by `yourmemory backup`")
     audit_parser = commands.add_parser("audit", help="who created, updated, superseded or forgot which memory")
     audit_parser.add_argument("--memory", type=int, help="only this memory id")
     audit_parser.add_argument("--limit", type=int, default=100)
@@ -2945,6 +3142,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if command == "config":
             print_configs()
             return 0
+        if command == "restore-backup":
+            report = restore_backup(args.path, default_db_path())
+            if report["previous"]:
+                print(f"Saved the replaced database as {report['previous']}")
+            print(f"Restored {report['database']} from {report['backup']}: {report['counts']['memories']} memories")
+            print_doctor_report(report)
+            return 0 if report["ok"] else 1
         with YourMemory() as memory:
             if command == "serve":
                 serve(memory)
@@ -2964,6 +3168,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 1 if report["problems"] else 0
             elif command == "export":
                 write_export(export_records(memory, args.format), args.output)
+            elif command == "doctor":
+                report = memory.doctor()
+                print(json.dumps(report, indent=2) if args.json else format_doctor_report(report))
+                return 0 if report["ok"] else 1
+            elif command == "backup":
+                print(f"Backed up {memory.path} to {memory.backup(args.path)}")
             elif command == "audit":
                 for entry in memory.audit(memory_id=args.memory, limit=args.limit):
                     target = f" memory {entry['memory_id']}" if entry["memory_id"] is not None else ""
@@ -2972,6 +3182,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except YourMemoryError as error:
         print(f"yourmemory: error: {error}", file=sys.stderr)
+        return 1
+    except database_errors() as error:
+        print(f"yourmemory: error: {describe_database_error(error, default_db_path())}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # output piped into `head` and the like
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -3018,6 +3231,22 @@ def write_export(text: str, output: str | None) -> None:
     partial.write_text(text, encoding="utf-8")
     partial.replace(target)  # never a half-written export
     print(f"Wrote {target}", file=sys.stderr)
+
+
+def format_doctor_report(report: dict) -> str:
+    counts = ", ".join(f"{count} {table}" for table, count in report["counts"].items())
+    lines = [f"Database: {report['database']}"] + ([f"Counts:   {counts}"] if counts else [])
+    if report["ok"]:
+        return "\n".join(lines + ["OK: the full-text index, vectors and graph agree with the memories."])
+    shown = report["problems"][:50]
+    more = len(report["problems"]) - len(shown)
+    return "\n".join(lines + [f"PROBLEM: {problem}" for problem in shown]
+                     + ([f"... and {more} more (use --json for all)"] if more else []))
+
+
+def print_doctor_report(report: dict) -> None:
+    print(format_doctor_report({"database": report["database"], "ok": report["ok"],
+                                "problems": report["problems"], "counts": report["counts"]}))
 
 
 def print_prune_report(report: dict) -> None:
