@@ -15,7 +15,7 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-from common import Progress, load_locomo, machine, wilson, write_results
+from common import CachedEmbedder, Progress, load_locomo, machine, wilson, write_results
 
 import yourmemory
 from yourmemory import InvalidInput, YourMemory
@@ -134,10 +134,12 @@ def main() -> None:
     parser.add_argument("--data", help="path to locomo10.json (default: ../shared/data/locomo10.json)")
     parser.add_argument("--limit", type=int, help="only the first N conversations (for a quick look)")
     parser.add_argument("--out", help="results file name under benchmarks/results/")
+    parser.add_argument("--no-embedding-cache", action="store_true",
+                        help="embed every text with the model again (the cache only skips repeated ONNX calls)")
     args = parser.parse_args()
     samples = load_locomo(args.data)[:args.limit]
     top_k = 5 if args.units == "summaries" else 20
-    embedder = yourmemory.Embedder().load()
+    embedder = yourmemory.Embedder().load() if args.no_embedding_cache else CachedEmbedder()
     units_of = summary_units if args.units == "summaries" else turn_units
     total = sum(len(units_of(s)) + len(questions(s, args.units)) for s in samples)
     progress = Progress(total, f"locomo {args.units}")

@@ -1,0 +1,114 @@
+"""Screening scoring ideas on the LoCoMo turns protocol in seconds instead of half an hour.
+
+    python benchmarks/fusion_lab.py            # every variant, evidence recall@5/10/20
+
+The lab scores every turn of a conversation against each question with the product's own
+pieces: the cached model vectors (benchmarks/common.py CachedEmbedder), the product's FTS5
+tokenizer and query-term rules, and its BM25 formula. It leaves out what only the real store
+path has (dedup, graph edges, strength, reinforcement by earlier questions), so its figures
+screen ideas; only benchmarks/locomo.py --units turns measures the product. Each idea that
+looked useful here was then built and measured there (BENCHMARKS.md, optimisation log).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+from collections import Counter
+
+import numpy as np
+
+from common import CachedEmbedder, load_locomo
+from locomo import evidence_targets, questions, turn_units
+
+import yourmemory
+
+
+class Conversation:
+    """One conversation's turns: vectors, FTS terms, and BM25 statistics."""
+
+    def __init__(self, sample: dict, embedder, conn):
+        self.units = [(unit_id, content) for unit_id, content in turn_units(sample)
+                      if not yourmemory.is_pure_question(content)]
+        self.ids = [unit_id for unit_id, _ in self.units]
+        self.vectors = np.stack([embedder.embed_one(content) for _, content in self.units])
+        self.terms = [Counter(yourmemory.fts_terms(conn, content)) for _, content in self.units]
+        self.lengths = np.array([sum(t.values()) for t in self.terms], dtype=float)
+        self.document_frequency = Counter(term for t in self.terms for term in t)
+        self.sessions = [int(unit_id[1:].split(":")[0]) for unit_id in self.ids]
+
+    def bm25(self, terms: list[str]) -> np.ndarray:
+        n, average = len(self.units), self.lengths.mean()
+        scores = np.zeros(n)
+        for term in terms:
+            df = self.document_frequency.get(term, 0)
+            if not df:
+                continue
+            idf = max(1e-6, math.log((n - df + 0.5) / (df + 0.5)))
+            tf = np.array([t.get(term, 0) for t in self.terms], dtype=float)
+            k = yourmemory.BM25_K1 * (1 - yourmemory.BM25_B + yourmemory.BM25_B * self.lengths / average)
+            scores += idf * tf * (yourmemory.BM25_K1 + 1) / (tf + k)
+        return scores
+
+
+def hybrid(cosine, bm25, vector_weight=0.6):
+    top = bm25.max()
+    return vector_weight * cosine + (1 - vector_weight) * (bm25 / top if top > 0 else 0 * bm25)
+
+
+def smoothed(relevance, sessions, beta, window=1):
+    """Each turn also scores ``beta`` times its best neighbour within ``window`` turns of the same session."""
+    sessions, n = np.asarray(sessions), len(relevance)
+    best = np.zeros(n)
+    for offset in range(1, window + 1):
+        same = sessions[offset:] == sessions[:-offset]
+        before, after = np.zeros(n), np.zeros(n)
+        before[offset:] = np.where(same, relevance[:-offset], 0.0)
+        after[:-offset] = np.where(same, relevance[offset:], 0.0)
+        best = np.maximum(best, np.maximum(before, after))
+    return relevance + beta * best
+
+
+VARIANTS = {
+    "cosine": lambda c, b, s: c,
+    "bm25": lambda c, b, s: b,
+    "hybrid 0.6": lambda c, b, s: hybrid(c, b, 0.6),
+    "hybrid 0.5": lambda c, b, s: hybrid(c, b, 0.5),
+    "hybrid 0.7": lambda c, b, s: hybrid(c, b, 0.7),
+    "hybrid 0.6 + neighbour 0.2": lambda c, b, s: smoothed(hybrid(c, b, 0.6), s, 0.2),
+    "hybrid 0.6 + neighbour 0.35": lambda c, b, s: smoothed(hybrid(c, b, 0.6), s, 0.35),
+    "hybrid 0.6 + neighbour 0.5": lambda c, b, s: smoothed(hybrid(c, b, 0.6), s, 0.5),
+    "hybrid 0.6 + neighbour 0.35 w2": lambda c, b, s: smoothed(hybrid(c, b, 0.6), s, 0.35, 2),
+}
+
+
+def evaluate(samples, embedder, variants) -> dict[str, dict[int, float]]:
+    conn = yourmemory.connect(":memory:")
+    totals = {name: Counter() for name in variants}
+    count = 0
+    for sample in samples:
+        conversation = Conversation(sample, embedder, conn)
+        for _, q in questions(sample, "turns"):
+            cosine = conversation.vectors @ embedder.embed_one(q["question"])
+            bm25 = conversation.bm25(yourmemory.query_terms(conn, q["question"]))
+            targets = evidence_targets(q, "turns")
+            count += 1
+            for name, score in variants.items():
+                ranked = [conversation.ids[i] for i in np.argsort(-score(cosine, bm25, conversation.sessions))[:20]]
+                for k in (5, 10, 20):
+                    totals[name][k] += len(targets & set(ranked[:k])) / len(targets)
+    return {name: {k: total[k] / count for k in (5, 10, 20)} for name, total in totals.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", help="path to locomo10.json (default: ../shared/data/locomo10.json)")
+    parser.add_argument("--only", help="comma-separated variant names")
+    args = parser.parse_args()
+    variants = {n: v for n, v in VARIANTS.items() if not args.only or n in args.only.split(",")}
+    results = evaluate(load_locomo(args.data), CachedEmbedder(), variants)
+    for name, recall in results.items():
+        print(f"{name:<40} " + "  ".join(f"@{k} {recall[k]:.3f}" for k in (5, 10, 20)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+"""`yourmemory doctor` finds every kind of disagreement between the memories and their indexes;
+`yourmemory backup` / `restore-backup` copy and bring back a whole database without losing the current one.
+
+Memories are made through the library with the real model and real SQLite + sqlite-vec; damage is done
+behind the product's back with plain SQL, the way a crash or a buggy tool would leave it.
+"""
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+from conftest import installed_entry_point
+
+import yourmemory
+from yourmemory import InvalidInput, YourMemory
+
+FACTS = ("The staging cluster runs on three Hetzner machines in Falkenstein",
+         "Ada prefers reviewing pull requests in the morning",
+         "The billing service retries failed webhooks five times with exponential backoff")
+
+
+@pytest.fixture
+def filled(memory):
+    ids = [memory.store(text, importance=0.8)["id"] for text in FACTS]
+    memory.graph.create_entities([{"name": "Ada", "entityType": "person", "observations": ["Writes Rust at work"]}])
+    memory.lessons.create_lesson({
+        "name": "pip-timeout", "entityType": "lesson", "observations": ["pip install timed out behind the proxy"],
+        "errorPattern": {"type": "network", "message": "ReadTimeoutError", "context": "pip install"},
+        "metadata": {"severity": "low", "environment": {}}, "verificationSteps": []})
+    return memory, ids
+
+
+def run_cli(db, *args):
+    env = {**os.environ, "YOURMEMORY_DB": str(db), "YOURMEMORY_USER": "ada"}
+    return subprocess.run([installed_entry_point(), *args], env=env, capture_output=True, text=True, timeout=300)
+
+
+def contents(db) -> list[str]:
+    with YourMemory(db, user="ada", embedder=None) as store:
+        return sorted(row[0] for row in store.db.execute("SELECT content FROM memories WHERE status = 'active'"))
+
+
+# -- doctor --------------------------------------------------------------------------
+
+def test_a_healthy_database_is_clean_and_counted(filled):
+    memory, _ = filled
+    report = memory.doctor()
+    assert report["ok"], report["problems"]
+    # the facts, Ada's observation, and the lesson's observation and error pattern
+    assert report["counts"]["memories"] == report["counts"]["memory_vectors"] == len(FACTS) + 3
+    assert report["counts"]["entities"] == 2 and report["counts"]["lessons"] == 1
+
+
+@pytest.mark.parametrize("damage, expected", [
+    ("DELETE FROM memory_vectors WHERE memory_id = {first}", "memory {first} has no vector"),
+    ("UPDATE memory_vectors SET active = 0 WHERE memory_id = {first}", "active flag disagrees"),
+    ("UPDATE memory_vectors SET scope = 'mallory' WHERE memory_id = {first}", "scope or active flag"),
+    ("UPDATE memory_vectors SET embedding = vec_f32(zeroblob(3072)) WHERE memory_id = {first}", "vector is damaged"),
+    ("INSERT INTO memory_fts (memory_fts, rowid, content) VALUES ('delete', {first}, '{first_content}')",
+     "full-text index does not match"),
+    ("DELETE FROM observations", "no observation or lesson refers to it"),
+    ("INSERT INTO memory_vectors (memory_id, embedding, scope, active) "
+     "SELECT 999, embedding, scope, active FROM memory_vectors WHERE memory_id = {first}", "vector 999 has no memory"),
+])
+def test_doctor_names_each_kind_of_damage(filled, damage, expected):
+    memory, ids = filled
+    values = {"first": ids[0], "first_content": FACTS[0]}
+    memory.db.execute(damage.format(**values))
+    report = memory.doctor()
+    assert not report["ok"]
+    assert any(expected.format(**values) in problem for problem in report["problems"]), report["problems"]
+
+
+def test_doctor_command_exits_1_on_damage_and_0_when_clean(filled, db_path):
+    memory, ids = filled
+    clean = run_cli(db_path, "doctor")
+    assert clean.returncode == 0, clean.stderr
+    assert "OK:" in clean.stdout
+    memory.db.execute("DELETE FROM memory_vectors WHERE memory_id = ?", (ids[1],))
+    damaged = run_cli(db_path, "doctor", "--json")
+    assert damaged.returncode == 1
+    assert f"memory {ids[1]} has no vector" in json.loads(damaged.stdout)["problems"]
+
+
+def test_doctor_on_a_file_that_is_not_a_database_says_so(tmp_path):
+    bogus = tmp_path / "memory.db"
+    bogus.write_bytes(b"this is not sqlite" * 100)
+    result = run_cli(bogus, "doctor")
+    assert result.returncode == 1
+    assert "damaged" in result.stderr and "Traceback" not in result.stderr
+
+
+# -- backup and restore ----------------------------------------------------------------
+
+def test_backup_is_a_checked_standalone_copy(filled, tmp_path):
+    memory, _ = filled
+    target = memory.backup(tmp_path / "backups" / "monday.db")
+    assert target.is_file() and not (tmp_path / "backups" / "monday.db.partial").exists()
+    assert not (tmp_path / "backups" / "monday.db-wal").exists()
+    plain = sqlite3.connect(target)
+    assert plain.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    assert plain.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    plain.close()
+    with YourMemory(target, user="ada", embedder=memory.embedder) as copy:
+        assert copy.doctor()["ok"]
+        assert copy.recall("where does staging run?", top_k=1)["memories"][0]["content"] == FACTS[0]
+
+
+def test_backup_never_overwrites(filled, tmp_path):
+    memory, _ = filled
+    existing = tmp_path / "taken.db"
+    existing.write_text("keep me")
+    with pytest.raises(InvalidInput, match="already exists"):
+        memory.backup(existing)
+    assert existing.read_text() == "keep me"
+
+
+def test_backup_while_another_process_writes(filled, db_path, tmp_path):
+    """The online backup API copies a consistent snapshot while a second process keeps writing."""
+    memory, _ = filled
+    writer = subprocess.Popen([sys.executable, "-c", f"""
+import sqlite_vec, yourmemory
+conn = yourmemory.connect({str(db_path)!r})
+for i in range(300):
+    with yourmemory.transaction(conn):
+        conn.execute("INSERT INTO audit_log (at, user_id, actor, action) VALUES (?, 'ada', 'user:ada', 'probe')", (i,))
+"""])
+    try:
+        copies = [memory.backup(tmp_path / f"copy-{i}.db") for i in range(5)]
+    finally:
+        assert writer.wait(timeout=120) == 0
+    for copy in copies:
+        with YourMemory(copy, user="ada", embedder=None) as store:
+            assert store.doctor()["ok"]
+
+
+def test_restore_backup_brings_the_copy_back_and_keeps_the_replaced_database(filled, db_path, tmp_path):
+    memory, _ = filled
+    backup = memory.backup(tmp_path / "before.db")
+    memory.store("The on-call rotation changes every Tuesday at noon", importance=0.9)
+    memory.forget(memory.recall("staging cluster machines", top_k=1)["memories"][0]["id"])
+    after_changes = contents(db_path)
+    memory.close()
+
+    result = run_cli(db_path, "restore-backup", str(backup))
+    assert result.returncode == 0, result.stderr
+    assert FACTS[0] in contents(backup) and not any("on-call" in text for text in contents(backup))
+    assert contents(db_path) == contents(backup)
+    saved = [path for path in tmp_path.iterdir() if path.name.startswith("memory.db.before-restore-")]
+    assert len(saved) == 1 and contents(saved[0]) == after_changes
+    with YourMemory(db_path, user="ada", embedder=None) as restored:
+        assert restored.doctor()["ok"]
+
+
+def test_restore_backup_refuses_what_is_not_a_yourmemory_backup(filled, db_path, tmp_path):
+    memory, _ = filled
+    before = contents(db_path)
+    memory.close()
+    stranger = tmp_path / "other.db"
+    plain = sqlite3.connect(stranger)
+    plain.execute("CREATE TABLE notes (text)")
+    plain.commit()
+    plain.close()
+    for path, message in [(tmp_path / "missing.db", "is not a file"), (stranger, "is not a YourMemory database")]:
+        result = run_cli(db_path, "restore-backup", str(path))
+        assert result.returncode == 1 and message in result.stderr, result.stderr
+    assert contents(db_path) == before
+    assert not [path for path in tmp_path.iterdir() if "before-restore" in path.name]
+
+
+def test_restore_backup_refuses_a_newer_schema(filled, db_path, tmp_path):
+    memory, _ = filled
+    backup = memory.backup(tmp_path / "future.db")
+    plain = sqlite3.connect(backup)
+    plain.execute(f"PRAGMA user_version = {yourmemory.SCHEMA_VERSION + 1}")
+    plain.commit()
+    plain.close()
+    memory.close()
+    result = run_cli(db_path, "restore-backup", str(backup))
+    assert result.returncode == 1 and "schema version" in result.stderr
