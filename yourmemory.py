@@ -90,6 +90,14 @@ MIN_CANDIDATES = 40                 # per retriever, before fusion
 # but a faded exact answer still beats a fresh irrelevant memory.
 STRENGTH_FLOOR = 0.5
 
+# Episodes: memories one writer stores in a burst share context, as in human episodic memory
+# (recalling one item cues what was experienced next to it). A memory follows the one its writer
+# stored last if that was at most CONTEXT_GAP_SECONDS earlier; recall adds CONTEXT_SHARE of the
+# best relevance found within CONTEXT_STEPS stores before or after.
+CONTEXT_GAP_SECONDS = 30 * 60
+CONTEXT_STEPS = 2
+CONTEXT_SHARE = 0.5
+
 # Graph: new memories link to existing ones at cosine >= 0.4 (weight = cosine * verb weight).
 EDGE_MIN_SIMILARITY = 0.4
 EDGE_FANOUT = 10
@@ -118,6 +126,16 @@ EXCLUSIVE_PREDICATES = {
     "default", "set", "host", "deploy", "base", "locate", "name", "call", "pin", "target",
 }
 CHANGE_VERBS = {"switch", "move", "migrate", "change", "upgrade", "downgrade", "choose", "pick"}
+# A statement that announces a change ("we moved the CI to Buildkite", "standup is now at 10")
+# replaces an older memory of the same owner and topic even when worded differently.
+UPDATE_VERBS = CHANGE_VERBS | {
+    "replace", "rename", "raise", "lower", "increase", "decrease", "reduce", "bump", "transfer", "push",
+    "postpone", "reschedule", "shift", "scale", "standardise", "standardize", "relocate", "adopt", "swap",
+    "convert", "drop", "update", "extend", "transition", "become", "join", "hand", "reassign"}
+UPDATE_MARKERS = {"now", "instead", "anymore", "nowadays", "longer"}  # "no longer" parses as no + longer
+UPDATE_MIN_SIMILARITY = 0.45
+FIRST_PERSON = {"i": "i", "me": "i", "my": "i", "mine": "i", "myself": "i",
+                "we": "we", "us": "we", "our": "we", "ours": "we", "ourselves": "we"}
 
 MODEL_NAME = "all-mpnet-base-v2"
 MODEL_FILES = ("model.onnx", "tokenizer.json")
@@ -207,6 +225,10 @@ class NotFound(YourMemoryError, LookupError):
 
 class ModelMissing(YourMemoryError):
     """The embedding model is not installed yet."""
+
+
+class StorageError(YourMemoryError):
+    """The database could not do what was asked (disk full, read-only, damaged); nothing was half-written."""
 
 
 class SchemaTooNew(YourMemoryError):
@@ -368,6 +390,12 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX lessons_by_pattern_memory ON lessons(pattern_memory_id);
     """,
+    # 4: episodes: each memory points at the one its writer stored just before it (within CONTEXT_GAP_SECONDS)
+    """
+    ALTER TABLE memories ADD COLUMN follows INTEGER REFERENCES memories(id) ON DELETE SET NULL;
+    CREATE INDEX memories_by_follows ON memories(follows);
+    CREATE INDEX memories_by_writer ON memories(user_id, agent_id, visibility, source);
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -399,43 +427,97 @@ def _stdlib_sqlite_is_enough(sqlite3) -> bool:
 
 
 def connect(path: str | Path):
-    """Open (creating if needed) a YourMemory database and bring its schema up to date."""
-    if str(path) != ":memory:":
+    """Open (creating if needed) a YourMemory database and bring its schema up to date.
+
+    A database whose file or folder is not writable opens read-only (recall works, writes are
+    refused with a clear error). Failures raise ``StorageError`` or ``SchemaTooNew`` with a sentence.
+    """
+    try:
+        return _connect(path)
+    except database_errors() as error:
+        raise StorageError(describe_database_error(error, path)) from None
+
+
+def _connect(path: str | Path):
+    read_only = database_is_read_only(path)
+    if str(path) != ":memory:" and not read_only:
         Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    conn = open_raw(path)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = NORMAL")
-    conn.execute("PRAGMA foreign_keys = ON")
-    conn.create_function("ym_strength", 5, _sql_strength, deterministic=True)
-    # Case-insensitive substring test with Python's full Unicode lower-casing (SQLite's lower() is ASCII-only).
-    conn.create_function("ym_contains", 2, lambda text, part: part.lower() in text.lower(), deterministic=True)
-    migrate(conn)
-    # A private scratch index with the same tokenizer: how FTS5 would split and stem a text.
-    conn.execute(f"CREATE VIRTUAL TABLE temp.scratch_fts USING fts5(text, tokenize='{FTS_TOKENIZER}')")
-    conn.execute("CREATE VIRTUAL TABLE temp.scratch_terms USING fts5vocab('temp', 'scratch_fts', 'instance')")
+    conn = open_raw(path, read_only=read_only)
+    try:
+        refuse_newer_schema(conn)  # before anything that could write, such as switching the journal mode
+        if not read_only:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.create_function("ym_strength", 5, _sql_strength, deterministic=True)
+        # Case-insensitive substring test with Python's full Unicode lower-casing (SQLite's lower() is ASCII-only).
+        conn.create_function("ym_contains", 2, lambda text, part: part.lower() in text.lower(), deterministic=True)
+        if read_only:
+            if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                raise StorageError(f"{path} is read-only and was written by another YourMemory version; "
+                                   "make it writable once so that it can be upgraded")
+        else:
+            migrate(conn)
+        # A private scratch index with the same tokenizer: how FTS5 would split and stem a text.
+        conn.execute(f"CREATE VIRTUAL TABLE temp.scratch_fts USING fts5(text, tokenize='{FTS_TOKENIZER}')")
+        conn.execute("CREATE VIRTUAL TABLE temp.scratch_terms USING fts5vocab('temp', 'scratch_fts', 'instance')")
+    except BaseException:
+        conn.close()
+        raise
     return conn
+
+
+def database_is_read_only(path: str | Path) -> bool:
+    """An existing database we may not write: the file, or the folder its -wal and -shm files go in."""
+    if str(path) == ":memory:":
+        return False
+    file = Path(path).expanduser()
+    return file.is_file() and not (os.access(file, os.W_OK) and os.access(file.parent, os.W_OK))
+
+
+def refuse_newer_schema(conn) -> None:
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise SchemaTooNew(
+            f"this database has schema version {version}, but this YourMemory ({__version__}) "
+            f"knows up to {SCHEMA_VERSION}; upgrade YourMemory to open it (the data is untouched)")
 
 
 @contextmanager
 def transaction(conn, write: bool = True):
-    """One transaction: BEGIN IMMEDIATE for writes (takes the write lock up front)."""
-    conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+    """One transaction: BEGIN IMMEDIATE for writes (takes the write lock up front).
+
+    Any SQLite failure rolls the whole transaction back and becomes a ``StorageError`` in words.
+    """
+    try:
+        conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+    except database_errors() as error:
+        raise StorageError(describe_database_error(error, database_file(conn))) from None
     try:
         yield conn
-    except BaseException:
-        conn.execute("ROLLBACK")
+        conn.execute("COMMIT")
+    except BaseException as error:
+        try:
+            conn.execute("ROLLBACK")
+        except database_errors():
+            pass  # SQLite already rolled back (disk full, I/O error)
+        if isinstance(error, database_errors()):
+            raise StorageError(describe_database_error(error, database_file(conn))) from error
         raise
-    conn.execute("COMMIT")
+
+
+def database_file(conn) -> str:
+    try:
+        return next((file for _, name, file in conn.execute("PRAGMA database_list") if name == "main"), "")
+    except database_errors():
+        return "the database"
 
 
 def migrate(conn) -> None:
     """Apply the migrations this database has not seen yet, each in its own transaction."""
     with transaction(conn):
+        refuse_newer_schema(conn)
         version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version > SCHEMA_VERSION:
-            raise SchemaTooNew(
-                f"this database has schema version {version}, but this YourMemory ({__version__}) "
-                f"knows up to {SCHEMA_VERSION}; upgrade YourMemory to open it (the data is untouched)")
     for number in range(version + 1, SCHEMA_VERSION + 1):
         with transaction(conn):
             # Re-read inside the write lock: another process may have migrated meanwhile.
@@ -464,11 +546,14 @@ def _complete(sql: str) -> bool:
     return sqlite3.complete_statement(sql)
 
 
-def open_raw(path: str | Path):
+def open_raw(path: str | Path, *, read_only: bool = False):
     """A connection with sqlite-vec loaded and nothing else: no migration, no journal-mode change."""
     import sqlite_vec
-    conn = sqlite_module().connect(str(Path(path).expanduser()) if str(path) != ":memory:" else str(path),
-                                   timeout=SQLITE_BUSY_TIMEOUT_MS / 1000,
+    from urllib.parse import quote
+    target = str(Path(path).expanduser()) if str(path) != ":memory:" else str(path)
+    if read_only:  # immutable: SQLite needs no -shm file, which a read-only folder could not hold
+        target = f"file:{quote(target)}?mode=ro&immutable=1"
+    conn = sqlite_module().connect(target, timeout=SQLITE_BUSY_TIMEOUT_MS / 1000, uri=read_only,
                                    isolation_level=None, check_same_thread=False)
     conn.enable_load_extension(True)
     sqlite_vec.load(conn)
@@ -498,6 +583,11 @@ def describe_database_error(error: BaseException, path: str | Path) -> str:
     """A sentence a user can act on, for an SQLite error; each write is one transaction, so nothing was half-written."""
     text = str(error)
     lowered = text.lower()
+    if "disk i/o error" in lowered and _disk_is_full(path):
+        lowered += " full"
+    if "vector" in lowered or "blob" in lowered or "vec0" in lowered:
+        return (f"the vector index of {path} is damaged ({text}); run `yourmemory doctor`, "
+                "then `yourmemory restore-backup` from your last backup")
     if "full" in lowered:
         return f"the disk holding {path} is full ({text}); nothing was written, free some space and retry"
     if "readonly" in lowered or "read-only" in lowered or "attempt to write" in lowered:
@@ -510,6 +600,13 @@ def describe_database_error(error: BaseException, path: str | Path) -> str:
     if "unable to open" in lowered:
         return f"cannot open {path} ({text}); check that its folder exists and is writable"
     return f"database error on {path}: {text}"
+
+
+def _disk_is_full(path: str | Path) -> bool:
+    try:
+        return shutil.disk_usage(Path(path).expanduser().absolute().parent).free < 1024 * 1024
+    except OSError:
+        return False
 
 
 # -- integrity and backups ---------------------------------------------------------
@@ -532,7 +629,10 @@ def check_database(conn) -> dict:
         conn.execute("INSERT INTO memory_fts (memory_fts, rank) VALUES ('integrity-check', 1)")
     except database_errors() as error:
         problems.append(f"the full-text index does not match the memories table ({error})")
-    problems += _vector_problems(conn)
+    try:
+        problems += _vector_problems(conn)
+    except database_errors() as error:
+        problems.append(f"the vector index is damaged ({error})")
     problems += [f"memory {memory_id} belongs to the knowledge graph but no observation or lesson refers to it"
                  for (memory_id,) in conn.execute(ORPHAN_GRAPH_MEMORIES_SQL)]
     counts = {table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in COUNTED_TABLES}
@@ -567,6 +667,13 @@ def _vector_problems(conn) -> list[str]:
         if vector is None or not np.isfinite(vector).all() or abs(float(np.linalg.norm(vector)) - 1) > 1e-3:
             problems.append(f"memory {memory_id}: its vector is damaged (not a unit vector of {EMBEDDING_DIM} floats)")
     problems += [f"memory {memory_id} has no vector" for memory_id in expected]
+    probe = vector_blob([1.0] + [0.0] * (EMBEDDING_DIM - 1))
+    for (scope,) in conn.execute("SELECT DISTINCT scope FROM memory_vectors"):
+        try:  # a search reads the index the way recall does: damaged chunks show up here
+            conn.execute("SELECT count(*) FROM memory_vectors WHERE embedding MATCH ? AND k = 50 AND scope = ?",
+                         (probe, scope)).fetchone()
+        except database_errors() as error:
+            problems.append(f"searching the vectors of scope {scope!r} fails ({error})")
     return problems
 
 
@@ -674,14 +781,14 @@ class Embedder:
                 "run `yourmemory setup` once")
         import onnxruntime
         from tokenizers import Tokenizer
-        tokenizer = Tokenizer.from_file(str(self.directory / "tokenizer.json"))
-        # The shipped tokenizer.json truncates and pads to 128; sentence-transformers uses 384.
-        tokenizer.enable_truncation(max_length=MAX_TOKENS)
-        tokenizer.enable_padding(pad_id=tokenizer.token_to_id("<pad>") or 1, pad_token="<pad>")
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = self.threads or min(4, os.cpu_count() or 1)
         options.log_severity_level = 3
         try:
+            tokenizer = Tokenizer.from_file(str(self.directory / "tokenizer.json"))
+            # The shipped tokenizer.json truncates and pads to 128; sentence-transformers uses 384.
+            tokenizer.enable_truncation(max_length=MAX_TOKENS)
+            tokenizer.enable_padding(pad_id=tokenizer.token_to_id("<pad>") or 1, pad_token="<pad>")
             session = onnxruntime.InferenceSession(
                 str(self.directory / "model.onnx"), options, providers=["CPUExecutionProvider"])
         except Exception as error:  # truncated or corrupt file
@@ -804,6 +911,12 @@ def infer_category(text: str) -> str:
     return "fact"
 
 
+def speaker(text: str) -> str | None:
+    """"Ada: I moved to Lyon" was said by Ada; her "I" is not anyone else's."""
+    match = _SPEAKER.match(text)
+    return match.group(1).strip().lower() if match else None
+
+
 def strip_speaker(text: str) -> str:
     return _SPEAKER.sub("", text, count=1)
 
@@ -855,6 +968,44 @@ def contradicts(old_doc, new_doc) -> bool:
     return _holds_one_value(new_doc)
 
 
+def announces_update(old_doc, new_doc) -> bool:
+    """"Our CI now runs on Buildkite" replaces "We use Jenkins for CI": the new text announces a
+    change (a change verb or "now"/"instead"/"no longer"), names the same owner if both name one
+    (the same person, "we" or "I"), shares a topic word, and each side has a value the other lacks."""
+    if not _announces_change(new_doc):
+        return False
+    old_owner, new_owner = owner(old_doc), owner(new_doc)
+    if old_owner and new_owner and old_owner != new_owner:
+        return False
+    old_words, new_words = content_lemmas(old_doc), content_lemmas(new_doc)
+    topic = old_words & new_words - {old_owner, new_owner}
+    return bool(topic) and bool(value_words(old_doc) - new_words) and bool(value_words(new_doc) - old_words)
+
+
+def _announces_change(doc) -> bool:
+    return any((t.dep_ == "ROOT" and t.lemma_.lower() in UPDATE_VERBS) or t.lower_ in UPDATE_MARKERS for t in doc)
+
+
+def owner(doc) -> str | None:
+    """Whose fact it is: a named or first-person subject or possessor of the first sentence."""
+    for token in next(iter(doc.sents), []):
+        if token.dep_ in ("nsubj", "nsubjpass", "poss") and (token.pos_ == "PROPN" or token.lower_ in FIRST_PERSON):
+            return FIRST_PERSON.get(token.lower_, token.lower_)
+    return None
+
+
+def value_words(doc) -> set[str]:
+    """Words that can be a fact's value: names, numbers and nouns that are objects or attributes."""
+    return {t.lower_ for t in doc if t.pos_ in ("PROPN", "NUM")
+            or (t.pos_ in ("NOUN", "ADJ") and t.dep_ in ("pobj", "dobj", "attr", "acomp", "compound", "amod", "appos"))
+            } - FIRST_PERSON.keys()
+
+
+def content_lemmas(doc) -> set[str]:
+    return {t.lemma_.lower() for t in doc if t.pos_ in ("NOUN", "PROPN", "ADJ") and not t.is_stop} | \
+           {t.lower_ for t in doc if t.pos_ in ("NOUN", "PROPN", "ADJ") and not t.is_stop}
+
+
 def _holds_one_value(doc) -> bool:
     for sentence in doc.sents:
         root = sentence.root
@@ -904,7 +1055,7 @@ def query_terms(conn, query: str) -> list[str]:
     return list(dict.fromkeys(fts_terms(conn, " ".join(meaningful))))[:64]
 
 
-def bm25_scores(conn, terms: list[str], visible: dict, limit: int) -> dict[int, float]:
+def bm25_scores(conn, terms: list[str], visible: dict, limit: int | None = None) -> dict[int, float]:
     """Okapi BM25 exactly as FTS5 computes it, but with document counts and lengths taken
     over the memories the caller may see: a score never depends on anyone else's memories."""
     if not terms:
@@ -1011,7 +1162,7 @@ class Caller:
 
 MEMORY_COLUMNS = ("id, user_id, agent_id, visibility, source, content, category, importance, recall_count, "
                   "status, superseded_by, "
-                  "created_at, updated_at, last_accessed_at, pruned_at, predicate")
+                  "created_at, updated_at, last_accessed_at, pruned_at, predicate, follows")
 
 
 def iso(timestamp: float | None) -> str | None:
@@ -1036,6 +1187,7 @@ class YourMemory:
         self.embedder = embedder or Embedder()
         self._lock = threading.RLock()
         self.db = connect(self.path)
+        self.read_only = database_is_read_only(self.path)
         self.graph = KnowledgeGraph(self)
         self.lessons = Lessons(self)
 
@@ -1075,29 +1227,46 @@ class YourMemory:
             # Only memories of the same visibility and owner, which the caller may read, are compared:
             # a store never reinforces, supersedes or reveals a memory the caller could not see and write.
             comparable = [caller.scope(visibility)] if visibility in caller.can_read else []
+            outdated = []
             for memory_id, similarity, old_content in self._nearest(vector, comparable, DEDUP_NEIGHBOURS):
-                if similarity < CONTRADICTION_MIN_SIMILARITY:
+                if similarity < UPDATE_MIN_SIMILARITY:
                     break
-                if contradicts(parse(old_content), doc):
-                    new_id = self._insert(new, caller, vector, now)
-                    self._supersede(memory_id, new_id, caller, now)
-                    return self._stored(caller, "supersede", new_id, category, inferred, importance, visibility,
-                                        supersededId=memory_id, supersededContent=old_content)
                 if similarity >= DUPLICATE_SIMILARITY and content_words(content) <= content_words(old_content):
-                    self._reinforce(memory_id, importance, caller, now)
-                    kept = self._memory_rows([memory_id])[memory_id]
-                    return self._stored(caller, "reinforce", memory_id, kept["category"], False, kept["importance"],
-                                        visibility, content=old_content)
+                    if not outdated:
+                        self._reinforce(memory_id, importance, caller, now)
+                        kept = self._memory_rows([memory_id])[memory_id]
+                        return self._stored(caller, "reinforce", memory_id, kept["category"], False,
+                                            kept["importance"], visibility, content=old_content)
+                    continue
+                if self._replaces(old_content, content, doc, similarity):
+                    outdated.append((memory_id, old_content))
             new_id = self._insert(new, caller, vector, now)
-            return self._stored(caller, "store", new_id, category, inferred, importance, visibility)
+            if not outdated:
+                return self._stored(caller, "store", new_id, category, inferred, importance, visibility)
+            for memory_id, _ in outdated:
+                self._supersede(memory_id, new_id, caller, now)
+            return self._stored(caller, "supersede", new_id, category, inferred, importance, visibility,
+                                supersededId=outdated[0][0], supersededContent=outdated[0][1],
+                                supersededIds=[memory_id for memory_id, _ in outdated])
+
+    @staticmethod
+    def _replaces(old_content: str, new_content: str, new_doc, similarity: float) -> bool:
+        """Does the new text state a newer value of the old one's fact? Speakers ("Ada: ...") must match."""
+        if speaker(old_content) != speaker(new_content):
+            return False
+        old_doc = parse(old_content)
+        if similarity >= CONTRADICTION_MIN_SIMILARITY and contradicts(old_doc, new_doc):
+            return True
+        return announces_update(old_doc, new_doc)
 
     def _stored(self, caller: Caller, action: str, memory_id: int, category: str, inferred: bool,
                 importance: float, visibility: str, **extra) -> dict:
         messages = {
             "store": f"Stored memory {memory_id} as {category}.",
             "reinforce": f"Already known: reinforced memory {memory_id} instead of storing a duplicate.",
-            "supersede": f"Stored memory {memory_id}; it supersedes memory {extra.get('supersededId')}, "
-                         "which is kept as history and no longer recalled.",
+            "supersede": f"Stored memory {memory_id}; it supersedes "
+                         + ", ".join(f"memory {old}" for old in extra.get("supersededIds") or [extra.get("supersededId")])
+                         + ", kept as history and no longer recalled.",
         }
         edges = self.db.execute(  # only links the caller may see: a count must not reveal a private memory
             f"""SELECT count(*) FROM memory_edges AS e JOIN memories AS m ON m.id = e.target_id
@@ -1118,22 +1287,32 @@ class YourMemory:
                    FROM memory_vectors AS v JOIN memories AS m ON m.id = v.memory_id
                    WHERE v.embedding MATCH :vector AND k = :k AND v.scope = :scope AND v.active = 1""",
                 {"vector": vector_blob(vector), "k": k, "scope": scope}).fetchall()
+        found = [row for row in found if row[1] is not None and math.isfinite(row[1])]  # a damaged vector: skipped
         found.sort(key=lambda row: -row[1])
         return [(row[0], float(row[1]), row[2]) for row in found[:k]]
 
     def _insert(self, new: dict, caller: Caller, vector, now: float) -> int:
         memory_id = self.db.execute(
             """INSERT INTO memories (user_id, agent_id, visibility, content, category, importance, predicate,
-                                     token_count, created_at, updated_at, last_accessed_at)
+                                     token_count, created_at, updated_at, last_accessed_at, follows)
                VALUES (:user, :agent, :visibility, :content, :category, :importance, :predicate,
-                       :tokens, :now, :now, :now)""",
+                       :tokens, :now, :now, :now, :follows)""",
             {**new, "user": caller.user, "agent": caller.agent, "now": now,
-             "tokens": len(fts_terms(self.db, new["content"]))}).lastrowid
+             "tokens": len(fts_terms(self.db, new["content"])),
+             "follows": self._previous_store(caller, new["visibility"], now)}).lastrowid
         self.db.execute("INSERT INTO memory_vectors (memory_id, embedding, scope, active) VALUES (?, ?, ?, 1)",
                         (memory_id, vector_blob(vector), caller.scope(new["visibility"])))
         self._link(memory_id, vector, caller, new["visibility"], new["predicate"])
         self._audit(caller, "store", memory_id, now)
         return memory_id
+
+    def _previous_store(self, caller: Caller, visibility: str, now: float) -> int | None:
+        """The memory this writer stored last in the same visibility, if recent enough to share an episode."""
+        row = self.db.execute(
+            """SELECT id, created_at FROM memories
+               WHERE user_id = ? AND agent_id IS ? AND visibility = ? AND source = 'memory'
+               ORDER BY id DESC LIMIT 1""", (caller.user, caller.agent, visibility)).fetchone()
+        return row[0] if row and 0 <= now - row[1] <= CONTEXT_GAP_SECONDS else None
 
     def _link(self, memory_id: int, vector, caller: Caller, visibility: str, predicate: str | None) -> None:
         """Connect a memory to its semantic neighbours (cosine >= 0.4).
@@ -1199,33 +1378,72 @@ class YourMemory:
         query = _check_text(query, "query", MAX_QUERY_CHARS)
         top_k = _check_top_k(top_k)
         vector = self.embedder.embed_one(query)
-        with self._lock, transaction(self.db):
+        with self._lock, transaction(self.db, write=not self.read_only):
             now = self.clock()
             candidates = self._round_one(query, vector, caller, max(MIN_CANDIDATES, 4 * top_k), now)
             seeds = sorted(candidates.values(), key=lambda c: -c["score"])[:top_k]
             self._round_two(candidates, seeds, caller, top_k, now)
             chosen = sorted(candidates.values(), key=lambda c: -c["score"])[:top_k]
-            self._reinforce_recalled([c["id"] for c in chosen], caller, now)
+            if not self.read_only:  # a read-only database is still searchable; it just cannot learn
+                self._reinforce_recalled([c["id"] for c in chosen], caller, now)
             memories = [self._public(c, now) for c in chosen]
         return {"memoriesFound": len(memories), "context": render_context(memories), "memories": memories}
 
     def _round_one(self, query: str, vector, caller: Caller, limit: int, now: float) -> dict[int, dict]:
+        """Vector and BM25 candidates and the memories stored next to them, each scored on both
+        signals plus a share of the best relevance in its episode."""
         found: dict[int, dict] = {}
         for memory_id, similarity, _ in self._nearest(vector, caller.read_scopes(), limit):
-            found[memory_id] = {"id": memory_id, "similarity": similarity, "bm25": 0.0, "via": "vector"}
-        for memory_id, bm25 in bm25_scores(self.db, query_terms(self.db, query), caller.sql(), limit).items():
-            entry = found.setdefault(memory_id, {"id": memory_id, "similarity": None, "bm25": 0.0, "via": "bm25"})
-            entry["bm25"] = bm25
+            found[memory_id] = {"id": memory_id, "similarity": similarity}
+        lexical = bm25_scores(self.db, query_terms(self.db, query), caller.sql())
+        for memory_id in list(lexical)[:limit]:
+            found.setdefault(memory_id, {"id": memory_id, "similarity": None})
+        episodes = self._episodes(list(found), caller)
+        for memory_id in set(episodes) - set(found):
+            found[memory_id] = {"id": memory_id, "similarity": None}
         self._fill_similarity(found, vector)
-        max_bm25 = max((c["bm25"] for c in found.values()), default=0.0)
+        max_bm25 = max((lexical.get(memory_id, 0.0) for memory_id in found), default=0.0)
         rows = self._memory_rows(found)
         for memory_id, c in found.items():
-            semantic, lexical = VECTOR_WEIGHT * c["similarity"], BM25_WEIGHT * normalised(c["bm25"], max_bm25)
-            c["row"] = rows[memory_id]
-            c["relevance"] = semantic + lexical
+            c["row"], c["bm25"] = rows[memory_id], lexical.get(memory_id, 0.0)
+            c["signals"] = {"vector": VECTOR_WEIGHT * c["similarity"],
+                            "bm25": BM25_WEIGHT * normalised(c["bm25"], max_bm25)}
+            c["own"] = sum(c["signals"].values())
+        for memory_id, c in found.items():
+            c["signals"]["context"] = CONTEXT_SHARE * max(
+                (found[n]["own"] for n in episodes.get(memory_id, ()) if n in found), default=0.0)
+            c["relevance"] = c["own"] + c["signals"]["context"]
             c["score"] = weigh_by_strength(c["relevance"], self._strength(c["row"], now))
-            c["via"] = "vector" if semantic >= lexical else "bm25"  # the signal that contributed more
+            c["via"] = max(c["signals"], key=c["signals"].get)  # the signal that contributed most
         return found
+
+    def _episodes(self, ids: list[int], caller: Caller) -> dict[int, set[int]]:
+        """For each memory, the active visible memories stored within CONTEXT_STEPS before or after it."""
+        neighbours: dict[int, set[int]] = {}
+        seen = frontier = set(ids)
+        for _ in range(CONTEXT_STEPS):
+            rows = self.db.execute(
+                """SELECT id, follows FROM memories WHERE follows IS NOT NULL
+                   AND (id IN (SELECT value FROM json_each(:ids)) OR follows IN (SELECT value FROM json_each(:ids)))""",
+                {"ids": json.dumps(sorted(frontier))}).fetchall()
+            for later, earlier in rows:
+                neighbours.setdefault(later, set()).add(earlier)
+                neighbours.setdefault(earlier, set()).add(later)
+            frontier = {node for pair in rows for node in pair} - seen
+            seen = seen | frontier
+        usable = {row[0] for row in self.db.execute(
+            f"""SELECT m.id FROM memories AS m WHERE m.id IN (SELECT value FROM json_each(:ids))
+                AND m.status = 'active' AND {VISIBLE_TO_CALLER}""", {"ids": json.dumps(sorted(seen)), **caller.sql()})}
+        # Every memory reached also gets its own episode: the turn after a relevant one may be the answer.
+        return {node: self._within(node, neighbours) & usable for node in seen & usable}
+
+    @staticmethod
+    def _within(origin: int, neighbours: dict[int, set[int]]) -> set[int]:
+        seen, frontier = {origin}, {origin}
+        for _ in range(CONTEXT_STEPS):
+            frontier = {n for node in frontier for n in neighbours.get(node, ())} - seen
+            seen |= frontier
+        return seen - {origin}
 
     def _fill_similarity(self, found: dict[int, dict], vector) -> None:
         """Cosine for lexical-only candidates, so every candidate is scored on both signals."""
@@ -1237,7 +1455,10 @@ class YourMemory:
                WHERE memory_id IN (SELECT value FROM json_each(?))""",
             (vector_blob(vector), json.dumps(missing))).fetchall()
         for memory_id, similarity in rows:
-            found[memory_id]["similarity"] = float(similarity)
+            found[memory_id]["similarity"] = None if similarity is None else float(similarity)
+        for c in found.values():  # no vector, or a damaged one: the memory still counts by its words
+            if c["similarity"] is None or not math.isfinite(c["similarity"]):
+                c["similarity"] = 0.0
 
     def _round_two(self, candidates: dict[int, dict], seeds: list[dict], caller: Caller, top_k: int, now: float):
         """Graph expansion: neighbours of the seeds enter with the seed's score times the path weight."""
@@ -1371,7 +1592,7 @@ class YourMemory:
             "id": row["id"], "content": row["content"], "category": row["category"],
             "importance": row["importance"], "strength": round(self._strength(row, now), 4),
             "visibility": row["visibility"], "recall_count": row["recall_count"], "status": row["status"],
-            "superseded_by": row["superseded_by"],
+            "superseded_by": row["superseded_by"], "follows": row["follows"],
             "created_at": iso(row["created_at"]), "updated_at": iso(row["updated_at"]),
             "last_accessed_at": iso(row["last_accessed_at"]), "pruned_at": iso(row["pruned_at"]),
             "history": [{"content": c, "importance": i, "reason": r, "changed_at": iso(t)} for c, i, r, t in history],
@@ -2482,6 +2703,7 @@ def build_server(memory: YourMemory):
         edges: int
         message: str
         supersededId: int
+        supersededIds: list[int]
         supersededContent: str
         content: str
 
@@ -2494,7 +2716,7 @@ def build_server(memory: YourMemory):
         similarity: Optional[float]
         bm25: float
         score: float
-        via: Literal["vector", "bm25", "graph"]
+        via: Literal["vector", "bm25", "context", "graph"]
         recall_count: int
         created_at: str
         last_accessed_at: str
@@ -2812,7 +3034,7 @@ def warm_up(memory: YourMemory) -> threading.Thread:
         try:
             memory.embedder.load()
             nlp()
-        except YourMemoryError as error:
+        except Exception as error:  # the tools report it again, clearly, when they need the model
             log(str(error))
     thread = threading.Thread(target=run, name="yourmemory-warm-up", daemon=True)
     thread.start()
@@ -2876,7 +3098,11 @@ def ensure_model(directory: Path | None = None, *, force: bool = False, allow_do
     """Make sure the model is in ``directory``; return "cached", "downloaded" or "built"."""
     directory = Path(directory or model_dir())
     if model_installed(directory) and not force:
-        return "cached"
+        try:
+            check_model(directory)
+            return "cached"
+        except (ValueError, ModelMissing) as error:  # a truncated or damaged cache is installed again
+            log(f"the cached model is unusable ({error}); installing it again")
     errors = []
     if allow_download:
         try:
