@@ -103,9 +103,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", help="path to locomo10.json (default: ../shared/data/locomo10.json)")
     parser.add_argument("--only", help="comma-separated variant names")
+    parser.add_argument("--limit", type=int, help="only the first N conversations")
     args = parser.parse_args()
     variants = {n: v for n, v in VARIANTS.items() if not args.only or n in args.only.split(",")}
-    results = evaluate(load_locomo(args.data), CachedEmbedder(), variants)
+    results = evaluate(load_locomo(args.data)[:args.limit], CachedEmbedder(), variants)
     for name, recall in results.items():
         print(f"{name:<40} " + "  ".join(f"@{k} {recall[k]:.3f}" for k in (5, 10, 20)))
 

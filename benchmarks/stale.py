@@ -31,7 +31,7 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from common import Progress, machine, wilson, write_results
+from common import CachedEmbedder, Progress, machine, wilson, write_results
 
 import yourmemory
 from yourmemory import InvalidInput, YourMemory
@@ -236,6 +236,7 @@ def run_group(number: int, group: list[dict], events: list[dict], args, embedder
         records.append({
             "chain": cid, "kind": chain["kind"], "family": chain.get("family"), "group": number,
             "values": len(values), "top1": top1, "top1_source": label(sources[0]) if recalled else None,
+            "returned": [[label(source), m["via"], m["score"]] for m, source in zip(recalled, sources)],
             "current_rank": current_rank, "stale_returned": len(stale_ranks), "stale_ranks": stale_ranks,
             "stale_live": len(old_ids - superseded),  # older values never superseded (still recallable)
             "value_actions": info["value_actions"], "correct_supersedes": info["correct_supersedes"],
@@ -287,12 +288,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--limit", type=int, help="only the first N databases (for a quick look)")
     parser.add_argument("--out", help="results file name under benchmarks/results/ (default stale.json)")
+    parser.add_argument("--no-embedding-cache", action="store_true",
+                        help="embed every text with the model again (the cache only skips repeated ONNX calls)")
     args = parser.parse_args()
     cases = load_cases(Path(args.cases))
     rng = random.Random(args.seed)
     groups = make_groups(cases["chains"], args.group_size, rng)[:args.limit]
     plans = [timeline(g, cases["distractors"], args.distractors, rng) for g in groups]
-    embedder = yourmemory.Embedder().load()
+    embedder = yourmemory.Embedder().load() if args.no_embedding_cache else CachedEmbedder()
     total = sum(len(events) + len(g) for g, events in zip(groups, plans))
     progress = Progress(total, "stale")
     records, actions = [], Counter()

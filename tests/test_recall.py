@@ -128,3 +128,36 @@ def test_bad_recall_input_names_the_field(memory, kwargs, field):
     with pytest.raises(InvalidInput) as error:
         memory.recall(**kwargs)
     assert error.value.field == field
+
+
+EPISODE = ("Our production deploy failed on Friday night", "Rotating the expired registry token made it work again")
+NOISE = ("The office plants need watering on Mondays", "Lena is learning Portuguese for her trip",
+         "The quarterly report template lives in the shared drive", "Our cat Miso hates the vacuum cleaner",
+         "The coffee machine on the third floor is broken again", "Tom recommends the ramen place near the station")
+
+
+@pytest.mark.parametrize("gap, shares_episode", [(60, True), (yourmemory.CONTEXT_GAP_SECONDS + 60, False)])
+def test_what_was_stored_right_after_a_relevant_memory_is_recalled_with_it(memory, clock, gap, shares_episode):
+    for text in NOISE:
+        memory.store(text)
+        clock.advance(days=1)
+    cause = memory.store(EPISODE[0])["id"]
+    clock.advance(seconds=gap)
+    fix = memory.store(EPISODE[1])["id"]
+    assert memory.get(fix)["follows"] == (cause if shares_episode else None)
+    found = {m["id"]: m for m in memory.recall("Why did the production deploy break on Friday?", top_k=3)["memories"]}
+    assert cause in found
+    if shares_episode:
+        assert fix in found and found[fix]["via"] == "context"
+    else:
+        assert fix not in found or found[fix]["via"] != "context"
+
+
+def test_an_episode_never_crosses_writers(memory, clock):
+    key = memory.register_agent("scribe")["api_key"]
+    first = memory.store(EPISODE[0])["id"]
+    second = memory.store(EPISODE[1], api_key=key, visibility="private")["id"]
+    third = memory.store("The release notes mention the registry token", api_key=key, visibility="private")["id"]
+    assert memory.get(second, api_key=key)["follows"] is None
+    assert memory.get(third, api_key=key)["follows"] == second
+    assert memory.get(first)["follows"] is None

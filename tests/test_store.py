@@ -108,6 +108,40 @@ def test_a_changed_value_supersedes_the_old_memory(memory, old, new):
 
 
 @pytest.mark.parametrize("old, new", [
+    ("We deploy the API on Heroku", "We moved the API deployment to Fly.io"),
+    ("The docs site is built with Sphinx", "We switched the docs site to MkDocs"),
+    ("Priya's team standup is at 9:30", "Priya's team standup is now at 10:15"),
+])
+def test_an_announced_change_in_other_words_supersedes(memory, old, new):
+    first = memory.store(old)
+    second = memory.store(new)
+    assert second["action"] == "supersede" and second["supersededIds"] == [first["id"]], second
+
+
+def test_an_announced_change_supersedes_every_older_value_it_replaces(memory, clock):
+    first = memory.store("Nightly backups run at 01:00 UTC")
+    clock.advance(days=40)  # the second value is stored from elsewhere, without the first in view
+    second = memory.store("Nightly backups are scheduled for 03:00 UTC", visibility="shared")
+    memory.db.execute("UPDATE memories SET status = 'active', superseded_by = NULL WHERE id = ?", (first["id"],))
+    memory.db.execute("UPDATE memory_vectors SET active = 1 WHERE memory_id = ?", (first["id"],))
+    third = memory.store("We moved the nightly backups to 04:30 UTC")
+    assert third["action"] == "supersede"
+    assert set(third["supersededIds"]) >= {first["id"], second["id"]}, third
+    assert memory.stats()["memories"]["active"] == 1
+
+
+@pytest.mark.parametrize("old, new", [
+    ("Bob's editor is Emacs", "Alice switched her editor to Neovim"),
+    ("Caroline: I live in Boston", "Melanie: I moved to Denver last spring"),
+    ("We use Jenkins for CI", "We now cache Docker layers in CI"),
+])
+def test_a_change_of_someone_else_or_of_another_value_supersedes_nothing(memory, old, new):
+    memory.store(old)
+    assert memory.store(new)["action"] == "store"
+    assert memory.stats()["memories"]["active"] == 2
+
+
+@pytest.mark.parametrize("old, new", [
     ("Caroline: I went to the pottery class yesterday", "Caroline: I went to the yoga class yesterday"),
     ("The user loves hiking", "The user loves painting"),
     ("The user prefers tabs for indentation", "The user does not prefer tabs for indentation anymore"),
