@@ -978,6 +978,9 @@ def announces_update(old_doc, new_doc) -> bool:
     if old_owner and new_owner and old_owner != new_owner:
         return False
     old_words, new_words = content_lemmas(old_doc), content_lemmas(new_doc)
+    old_subject, new_subject = subject_head(old_doc), subject_head(new_doc)
+    if old_subject and new_subject and old_subject not in new_words and new_subject not in old_words:
+        return False  # "the worker moved to Python 3.11" says nothing about the api service
     topic = old_words & new_words - {old_owner, new_owner}
     return bool(topic) and bool(value_words(old_doc) - new_words) and bool(value_words(new_doc) - old_words)
 
@@ -991,6 +994,14 @@ def owner(doc) -> str | None:
     for token in next(iter(doc.sents), []):
         if token.dep_ in ("nsubj", "nsubjpass", "poss") and (token.pos_ == "PROPN" or token.lower_ in FIRST_PERSON):
             return FIRST_PERSON.get(token.lower_, token.lower_)
+    return None
+
+
+def subject_head(doc) -> str | None:
+    """The lemma of the first sentence's subject noun ("worker" in "The worker moved to 3.11")."""
+    for token in next(iter(doc.sents), []):
+        if token.dep_ in ("nsubj", "nsubjpass"):
+            return token.lemma_.lower() if token.pos_ in ("NOUN", "PROPN") else None
     return None
 
 
@@ -1251,13 +1262,18 @@ class YourMemory:
 
     @staticmethod
     def _replaces(old_content: str, new_content: str, new_doc, similarity: float) -> bool:
-        """Does the new text state a newer value of the old one's fact? Speakers ("Ada: ...") must match."""
+        """Does the new text state a newer value of the old one's fact? Speakers ("Ada: ...") must match.
+
+        A quoted utterance ("Ada: we moved to Lyon") is a record of what was said, an event that
+        stays true; only a word-for-word change of value replaces one. Unattributed statements are
+        facts about now, and an announced change ("we moved the CI to Buildkite") replaces them.
+        """
         if speaker(old_content) != speaker(new_content):
             return False
         old_doc = parse(old_content)
         if similarity >= CONTRADICTION_MIN_SIMILARITY and contradicts(old_doc, new_doc):
             return True
-        return announces_update(old_doc, new_doc)
+        return speaker(new_content) is None and announces_update(old_doc, new_doc)
 
     def _stored(self, caller: Caller, action: str, memory_id: int, category: str, inferred: bool,
                 importance: float, visibility: str, **extra) -> dict:
