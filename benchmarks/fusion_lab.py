@@ -68,16 +68,47 @@ def smoothed(relevance, sessions, beta, window=1):
     return relevance + beta * best
 
 
+def min_max(values):
+    low, high = values.min(), values.max()
+    return (values - low) / (high - low) if high > low else 0 * values
+
+
+def reciprocal_rank(cosine, bm25, k=60):
+    ranks = lambda scores: np.argsort(np.argsort(-scores))
+    return 1 / (k + ranks(cosine)) + 1 / (k + ranks(bm25))
+
+
+def neighbour_sum(relevance, beta, window=2):
+    """Adds beta/d of every neighbour at distance d (instead of the best neighbour's share)."""
+    out = relevance.copy()
+    for offset in range(1, window + 1):
+        out[offset:] += beta / offset * relevance[:-offset]
+        out[:-offset] += beta / offset * relevance[offset:]
+    return out
+
+
+ALL_ONE_SESSION = lambda sessions: [0] * len(sessions)  # what the product sees: one burst of stores
+
 VARIANTS = {
     "cosine": lambda c, b, s: c,
     "bm25": lambda c, b, s: b,
-    "hybrid 0.6": lambda c, b, s: hybrid(c, b, 0.6),
+    "hybrid 0.6 (the product before episodes)": lambda c, b, s: hybrid(c, b, 0.6),
     "hybrid 0.5": lambda c, b, s: hybrid(c, b, 0.5),
     "hybrid 0.7": lambda c, b, s: hybrid(c, b, 0.7),
-    "hybrid 0.6 + neighbour 0.2": lambda c, b, s: smoothed(hybrid(c, b, 0.6), s, 0.2),
-    "hybrid 0.6 + neighbour 0.35": lambda c, b, s: smoothed(hybrid(c, b, 0.6), s, 0.35),
-    "hybrid 0.6 + neighbour 0.5": lambda c, b, s: smoothed(hybrid(c, b, 0.6), s, 0.5),
+    "reciprocal rank fusion": lambda c, b, s: reciprocal_rank(c, b),
+    "hybrid 0.6 + neighbour 0.35 w1": lambda c, b, s: smoothed(hybrid(c, b, 0.6), s, 0.35, 1),
+    "hybrid 0.6 + neighbour 0.5 w1": lambda c, b, s: smoothed(hybrid(c, b, 0.6), s, 0.5, 1),
     "hybrid 0.6 + neighbour 0.35 w2": lambda c, b, s: smoothed(hybrid(c, b, 0.6), s, 0.35, 2),
+    "hybrid 0.6 + neighbour 0.5 w2 (the product)": lambda c, b, s: smoothed(hybrid(c, b, 0.6), s, 0.5, 2),
+    "hybrid 0.6 + neighbour 0.7 w2": lambda c, b, s: smoothed(hybrid(c, b, 0.6), s, 0.7, 2),
+    "hybrid 0.6 + neighbour 0.5 w3": lambda c, b, s: smoothed(hybrid(c, b, 0.6), s, 0.5, 3),
+    "hybrid 0.7 + neighbour 0.5 w2": lambda c, b, s: smoothed(hybrid(c, b, 0.7), s, 0.5, 2),
+    "hybrid 0.6 + neighbour 0.5 w2, across sessions":
+        lambda c, b, s: smoothed(hybrid(c, b, 0.6), ALL_ONE_SESSION(s), 0.5, 2),
+    "min-max cosine 0.5 + neighbour 0.5 w2":
+        lambda c, b, s: smoothed(0.5 * min_max(c) + 0.5 * (b / b.max() if b.max() > 0 else b), s, 0.5, 2),
+    "reciprocal rank fusion + neighbour 0.5 w2": lambda c, b, s: smoothed(reciprocal_rank(c, b), s, 0.5, 2),
+    "hybrid 0.7 + neighbour sum 0.3 w2": lambda c, b, s: neighbour_sum(hybrid(c, b, 0.7), 0.3),
 }
 
 
@@ -108,7 +139,7 @@ def main() -> None:
     variants = {n: v for n, v in VARIANTS.items() if not args.only or n in args.only.split(",")}
     results = evaluate(load_locomo(args.data)[:args.limit], CachedEmbedder(), variants)
     for name, recall in results.items():
-        print(f"{name:<40} " + "  ".join(f"@{k} {recall[k]:.3f}" for k in (5, 10, 20)))
+        print(f"{name:<50} " + "  ".join(f"@{k} {recall[k]:.3f}" for k in (5, 10, 20)))
 
 
 if __name__ == "__main__":
