@@ -396,7 +396,22 @@ MIGRATIONS: list[str] = [
     CREATE INDEX memories_by_follows ON memories(follows);
     CREATE INDEX memories_by_writer ON memories(user_id, agent_id, visibility, source);
     """,
+    # 5: a memory id is never handed out twice (a client may retry forget_memory with an id it saw earlier)
+    """
+    CREATE TABLE id_high_water (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+    INSERT INTO id_high_water (name, value) SELECT 'memories', coalesce(max(id), 0) FROM memories;
+    CREATE TRIGGER memories_ids_are_never_reused BEFORE INSERT ON memories
+    WHEN new.id <= (SELECT value FROM id_high_water WHERE name = 'memories')
+    BEGIN
+        SELECT RAISE(ABORT, 'memory ids are never reused');
+    END;
+    CREATE TRIGGER memories_raise_high_water AFTER INSERT ON memories BEGIN
+        UPDATE id_high_water SET value = max(value, new.id) WHERE name = 'memories';
+    END;
+    """,
 ]
+# The id of the next memory: one above any id ever used, so a forgotten memory's id never returns.
+NEXT_MEMORY_ID = "(SELECT value + 1 FROM id_high_water WHERE name = 'memories')"
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -1309,10 +1324,10 @@ class YourMemory:
 
     def _insert(self, new: dict, caller: Caller, vector, now: float) -> int:
         memory_id = self.db.execute(
-            """INSERT INTO memories (user_id, agent_id, visibility, content, category, importance, predicate,
-                                     token_count, created_at, updated_at, last_accessed_at, follows)
-               VALUES (:user, :agent, :visibility, :content, :category, :importance, :predicate,
-                       :tokens, :now, :now, :now, :follows)""",
+            f"""INSERT INTO memories (id, user_id, agent_id, visibility, content, category, importance, predicate,
+                                      token_count, created_at, updated_at, last_accessed_at, follows)
+                VALUES ({NEXT_MEMORY_ID}, :user, :agent, :visibility, :content, :category, :importance, :predicate,
+                        :tokens, :now, :now, :now, :follows)""",
             {**new, "user": caller.user, "agent": caller.agent, "now": now,
              "tokens": len(fts_terms(self.db, new["content"])),
              "follows": self._previous_store(caller, new["visibility"], now)}).lastrowid
@@ -2208,9 +2223,9 @@ class KnowledgeGraph:
         """The memory behind a piece of the graph, in the graph's own vector scope."""
         content = memory_text(label, text)
         memory_id = self.db.execute(
-            """INSERT INTO memories (user_id, agent_id, visibility, source, content, category, importance,
-                                     token_count, created_at, updated_at, last_accessed_at)
-               VALUES (?, ?, 'shared', 'observation', ?, 'fact', ?, ?, ?, ?, ?)""",
+            f"""INSERT INTO memories (id, user_id, agent_id, visibility, source, content, category, importance,
+                                      token_count, created_at, updated_at, last_accessed_at)
+                VALUES ({NEXT_MEMORY_ID}, ?, ?, 'shared', 'observation', ?, 'fact', ?, ?, ?, ?, ?)""",
             (caller.user, caller.agent, content, OBSERVATION_IMPORTANCE, len(fts_terms(self.db, content)),
              now, now, now)).lastrowid
         self.db.execute("INSERT INTO memory_vectors (memory_id, embedding, scope, active) VALUES (?, ?, ?, 1)",

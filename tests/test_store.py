@@ -217,3 +217,15 @@ def test_a_knowledge_graph_observation_is_changed_only_through_the_graph_tools(m
             change()
     assert memory.graph.open_nodes(["Ada"])["entities"][0]["observations"] == ["Ada writes Rust"]
     assert memory.store("Ada writes Rust")["action"] == "store", "a stored memory never merges into an observation"
+
+
+def test_a_forgotten_memorys_id_is_never_given_to_another(memory):
+    first = memory.store("The staging database password rotates every 90 days")["id"]
+    memory.forget(first)
+    observation = memory.graph.create_entities([{"name": "Ada", "entityType": "person",
+                                                 "observations": ["Ada owns the staging database"]}])
+    second = memory.store("Deploy previews expire after seven days")["id"]
+    used = [row[0] for row in memory.db.execute("SELECT id FROM memories")]
+    assert observation and first not in used and second > first
+    with pytest.raises(yourmemory.NotFound):
+        memory.forget(first)
