@@ -97,6 +97,7 @@ STRENGTH_FLOOR = 0.5
 CONTEXT_GAP_SECONDS = 30 * 60
 CONTEXT_STEPS = 2
 CONTEXT_SHARE = 0.5
+CONTEXT_FULL_TOKENS = 64            # longer memories stand on their own: their share shrinks with length
 
 # Graph: new memories link to existing ones at cosine >= 0.4 (weight = cosine * verb weight).
 EDGE_MIN_SIMILARITY = 0.4
@@ -987,8 +988,8 @@ def announces_update(old_doc, new_doc) -> bool:
     """"Our CI now runs on Buildkite" replaces "We use Jenkins for CI": the new text announces a
     change (a change verb or "now"/"instead"/"no longer"), names the same owner if both name one
     (the same person, "we" or "I"), shares a topic word, and each side has a value the other lacks."""
-    if not _announces_change(new_doc):
-        return False
+    if not _announces_change(new_doc) or not (_one_sentence(old_doc) and _one_sentence(new_doc)):
+        return False  # a paragraph (a summary, a story) is a record, not one value that can go stale
     old_owner, new_owner = owner(old_doc), owner(new_doc)
     if old_owner and new_owner and old_owner != new_owner:
         return False
@@ -998,6 +999,10 @@ def announces_update(old_doc, new_doc) -> bool:
         return False  # "the worker moved to Python 3.11" says nothing about the api service
     topic = old_words & new_words - {old_owner, new_owner}
     return bool(topic) and bool(value_words(old_doc) - new_words) and bool(value_words(new_doc) - old_words)
+
+
+def _one_sentence(doc) -> bool:
+    return sum(1 for sentence in doc.sents if any(t.is_alpha for t in sentence)) == 1
 
 
 def _announces_change(doc) -> bool:
@@ -1188,7 +1193,7 @@ class Caller:
 
 MEMORY_COLUMNS = ("id, user_id, agent_id, visibility, source, content, category, importance, recall_count, "
                   "status, superseded_by, "
-                  "created_at, updated_at, last_accessed_at, pruned_at, predicate, follows")
+                  "created_at, updated_at, last_accessed_at, pruned_at, predicate, follows, token_count")
 
 
 def iso(timestamp: float | None) -> str | None:
@@ -1441,7 +1446,8 @@ class YourMemory:
                             "bm25": BM25_WEIGHT * normalised(c["bm25"], max_bm25)}
             c["own"] = sum(c["signals"].values())
         for memory_id, c in found.items():
-            c["signals"]["context"] = CONTEXT_SHARE * max(
+            share = CONTEXT_SHARE * min(1.0, CONTEXT_FULL_TOKENS / max(1, c["row"]["token_count"]))
+            c["signals"]["context"] = share * max(
                 (found[n]["own"] for n in episodes.get(memory_id, ()) if n in found), default=0.0)
             c["relevance"] = c["own"] + c["signals"]["context"]
             c["score"] = weigh_by_strength(c["relevance"], self._strength(c["row"], now))
@@ -1984,7 +1990,24 @@ def _check_user(value: Any, field: str) -> str:
         raise InvalidInput(field, "must be a non-empty string")
     if len(value) > 128 or any(ord(c) < 32 for c in value):
         raise InvalidInput(field, "must be at most 128 characters, without control characters")
+    _check_unicode(value, field)
     return value.strip().lower()
+
+
+def _check_unicode(value: Any, field: str) -> None:
+    """Every string anywhere in ``value`` must be storable UTF-8: a lone surrogate is refused up front."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidInput(field, "must be valid Unicode (it contains a lone surrogate)") from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_unicode(key, f"{field} (a key)")
+            _check_unicode(item, f"{field}.{key}" if isinstance(key, str) else field)
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _check_unicode(item, f"{field}[{i}]")
 
 
 def _check_agent_id(value: Any) -> str:
@@ -2157,6 +2180,8 @@ class KnowledgeGraph:
             raise InvalidInput("query", f"must be a string, not {type(query).__name__}")
         if query.strip():  # validated, but matched verbatim; an empty query matches every entity
             _check_text(query, "query", MAX_QUERY_CHARS)
+        elif len(query) > MAX_QUERY_CHARS:
+            raise InvalidInput("query", f"is {len(query):,} characters; the limit is {MAX_QUERY_CHARS:,}")
         limit = _check_count(limit, "limit", minimum=0)
         vector = self.memory.embedder.embed_one(query) if query.strip() and limit else None
         with self.memory._lock:
@@ -2355,9 +2380,12 @@ def _check_observation_batch(value: Any, field: str, texts: str = "contents") ->
 
 
 def _check_count(value: Any, field: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidInput(field, f"must be an integer >= {minimum}")
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= MAX_SQL_INTEGER:
+        raise InvalidInput(field, f"must be an integer from {minimum} to {MAX_SQL_INTEGER}")
     return value
+
+
+MAX_SQL_INTEGER = 2 ** 63 - 1
 
 
 # ============================================================================
@@ -2553,6 +2581,7 @@ def _check_lesson(value: Any) -> dict:
         raise InvalidInput("lesson.metadata.severity", f"must be one of {', '.join(SEVERITIES)}")
     if "environment" in metadata and not isinstance(metadata["environment"], dict):
         raise InvalidInput("lesson.metadata.environment", "must be an object")
+    _check_unicode(metadata, "lesson.metadata")
     server_set = {"createdAt", "updatedAt", "frequency", "successRate"}
     metadata = {k: v for k, v in metadata.items() if k not in server_set}  # the server sets these
     steps = _check_list(lesson["verificationSteps"], "lesson.verificationSteps")
@@ -2782,6 +2811,8 @@ def build_server(memory: YourMemory):
 
     def call(method, *args, **kwargs):
         try:
+            for name, value in kwargs.items():  # user_id, api_key, limit...: the tools' own names
+                _check_unicode(value, name)
             return method(*args, **kwargs)
         except YourMemoryError as error:
             raise ToolError(str(error)) from None
@@ -3096,14 +3127,120 @@ class DecayTimer(threading.Thread):
 
 def serve(memory: YourMemory) -> None:
     """Run the stdio MCP server until the client disconnects."""
+    import anyio
     server = build_server(memory)
     warm_up(memory)
     timer = DecayTimer(memory)
     timer.start()
     try:
-        server.run("stdio")
+        anyio.run(serve_stdio, server)
     finally:
         timer.stop()
+
+
+async def serve_stdio(server) -> None:
+    """The SDK's stdio transport, fed by StrictStdin so that every malformed line gets its JSON-RPC error."""
+    from mcp.server.stdio import stdio_server
+    strict = StrictStdin()
+    async with stdio_server(stdin=strict) as (read_stream, write_stream):
+        strict.reply_through(write_stream)
+        lowlevel = server._lowlevel_server  # what MCPServer.run_stdio_async runs, with our stdin
+        await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+
+
+class StrictStdin:
+    """Lines of stdin, checked before the SDK sees them.
+
+    The SDK repairs invalid UTF-8 into U+FFFD (and would run the call) and silently drops a
+    line that is not JSON-RPC, leaving the client waiting forever. Here such a line is answered
+    with JSON-RPC 2.0's -32700 (parse error) or -32600 (invalid request), with the request's id
+    when it can be read, and never reaches a tool.
+    """
+
+    def __init__(self):
+        import anyio
+        self.lines = anyio.wrap_file(sys.stdin.buffer)
+        self.replies = None
+        self.ready = anyio.Event()
+
+    def reply_through(self, write_stream) -> None:
+        self.replies = write_stream
+        self.ready.set()
+
+    def __aiter__(self) -> "StrictStdin":
+        return self
+
+    async def __anext__(self) -> str:
+        while True:
+            raw = await self.lines.readline()
+            if not raw:
+                raise StopAsyncIteration
+            if not raw.strip():
+                continue
+            refusal = refuse_jsonrpc_line(raw)
+            if refusal is None:
+                return raw.decode("utf-8")
+            await self.ready.wait()
+            await self.replies.send(refusal)
+
+
+def refuse_jsonrpc_line(raw: bytes):
+    """None for a well-formed JSON-RPC message; else the error message to send back."""
+    import mcp_types as types
+    from mcp.shared.message import SessionMessage
+
+    def error(code: int, message: str, request_id=None):
+        return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id,
+                                                 error=types.ErrorData(code=code, message=message)))
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as problem:
+        return error(types.PARSE_ERROR, f"Parse error: not valid UTF-8 at byte {problem.start}",
+                     _request_id(raw.decode("utf-8", "replace")))
+    try:
+        message = json.loads(text, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError) as problem:
+        return error(types.PARSE_ERROR, f"Parse error: {str(problem)[:200] or 'nested too deeply'}")
+    request_id = _request_id(message)
+    if _json_depth(message) > MAX_JSON_DEPTH:
+        return error(types.PARSE_ERROR, f"Parse error: nested deeper than {MAX_JSON_DEPTH} levels", request_id)
+    if isinstance(message, dict) and "id" in message and request_id is None:
+        return error(types.INVALID_REQUEST, "Invalid Request: an id must be a string or an integer")
+    try:
+        _check_unicode(message, "message")
+    except InvalidInput:
+        return error(types.PARSE_ERROR, "Parse error: a string holds a lone surrogate (not valid Unicode)", request_id)
+    try:
+        types.jsonrpc_message_adapter.validate_python(message, by_name=False)
+    except Exception:
+        return error(types.INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message", request_id)
+    return None
+
+
+MAX_JSON_DEPTH = 64  # the SDK's own parser gives up (silently) a few hundred levels down
+
+
+def _json_depth(value: Any) -> int:
+    depth, level = 0, [value]
+    while level:
+        depth += 1
+        level = [child for item in level if isinstance(item, (dict, list))
+                 for child in (item.values() if isinstance(item, dict) else item)]
+    return depth - 1
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _request_id(message: Any):
+    if isinstance(message, str):
+        try:
+            message = json.loads(message)
+        except (ValueError, RecursionError):
+            return None
+    value = message.get("id") if isinstance(message, dict) else None
+    return value if isinstance(value, (str, int)) and not isinstance(value, bool) else None
 
 
 # ============================================================================
