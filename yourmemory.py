@@ -97,7 +97,6 @@ STRENGTH_FLOOR = 0.5
 CONTEXT_GAP_SECONDS = 30 * 60
 CONTEXT_STEPS = 2
 CONTEXT_SHARE = 0.5
-CONTEXT_FULL_TOKENS = 64            # longer memories stand on their own: their share shrinks with length
 
 # Graph: new memories link to existing ones at cosine >= 0.4 (weight = cosine * verb weight).
 EDGE_MIN_SIMILARITY = 0.4
@@ -1193,7 +1192,7 @@ class Caller:
 
 MEMORY_COLUMNS = ("id, user_id, agent_id, visibility, source, content, category, importance, recall_count, "
                   "status, superseded_by, "
-                  "created_at, updated_at, last_accessed_at, pruned_at, predicate, follows, token_count")
+                  "created_at, updated_at, last_accessed_at, pruned_at, predicate, follows")
 
 
 def iso(timestamp: float | None) -> str | None:
@@ -1446,8 +1445,7 @@ class YourMemory:
                             "bm25": BM25_WEIGHT * normalised(c["bm25"], max_bm25)}
             c["own"] = sum(c["signals"].values())
         for memory_id, c in found.items():
-            share = CONTEXT_SHARE * min(1.0, CONTEXT_FULL_TOKENS / max(1, c["row"]["token_count"]))
-            c["signals"]["context"] = share * max(
+            c["signals"]["context"] = CONTEXT_SHARE * max(
                 (found[n]["own"] for n in episodes.get(memory_id, ()) if n in found), default=0.0)
             c["relevance"] = c["own"] + c["signals"]["context"]
             c["score"] = weigh_by_strength(c["relevance"], self._strength(c["row"], now))
