@@ -461,7 +461,7 @@ def _connect(path: str | Path):
     try:
         refuse_newer_schema(conn)  # before anything that could write, such as switching the journal mode
         if not read_only:
-            conn.execute("PRAGMA journal_mode = WAL")
+            _enable_wal(conn)
             conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.create_function("ym_strength", 5, _sql_strength, deterministic=True)
@@ -480,6 +480,22 @@ def _connect(path: str | Path):
         conn.close()
         raise
     return conn
+
+
+def _enable_wal(conn) -> None:
+    """Switch to WAL, waiting out other processes that are creating the same new file.
+
+    SQLite does not call the busy handler here (waiting could deadlock), so it is retried by hand.
+    """
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except database_errors() as error:
+            if not ("locked" in str(error) or "busy" in str(error)) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02 + secrets.randbelow(30) / 1000)
 
 
 def database_is_read_only(path: str | Path) -> bool:
@@ -650,6 +666,8 @@ def check_database(conn) -> dict:
         problems.append(f"the vector index is damaged ({error})")
     problems += [f"memory {memory_id} belongs to the knowledge graph but no observation or lesson refers to it"
                  for (memory_id,) in conn.execute(ORPHAN_GRAPH_MEMORIES_SQL)]
+    problems += [f"observation {observation_id} has no memory (it cannot be searched)"
+                 for (observation_id,) in conn.execute("SELECT id FROM observations WHERE memory_id IS NULL")]
     counts = {table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in COUNTED_TABLES}
     return {"ok": not problems, "problems": problems, "counts": counts}
 
@@ -1678,6 +1696,8 @@ class YourMemory:
 
     def _purge(self, pruned_before: float) -> int:
         doomed = "SELECT id FROM memories WHERE status = 'pruned' AND pruned_at < ?"
+        # A faded knowledge-graph observation ($YOURMEMORY_GRAPH_DECAY=1) goes with its memory.
+        self.db.execute(f"DELETE FROM observations WHERE memory_id IN ({doomed})", (pruned_before,))
         self.db.execute(f"UPDATE memories SET superseded_by = NULL WHERE superseded_by IN ({doomed})", (pruned_before,))
         self.db.execute(f"DELETE FROM memory_vectors WHERE memory_id IN ({doomed})", (pruned_before,))
         return self.db.execute("DELETE FROM memories WHERE status = 'pruned' AND pruned_at < ?",

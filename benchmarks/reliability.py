@@ -2,6 +2,7 @@
 
     python benchmarks/reliability.py                  # both parts at full size (about 10-20 minutes on 2 CPUs)
     python benchmarks/reliability.py stress --processes 4 --writes 500
+    python benchmarks/reliability.py open --open-processes 8 --open-rounds 100
     python benchmarks/reliability.py crash --write-trials 70 --server-trials 20 --migration-trials 12 --prune-trials 12
 
 stress: N real `yourmemory` server processes (the installed entry point, stdio, driven by the mcp SDK
@@ -13,6 +14,10 @@ database is read directly: every acknowledged write must be present exactly once
 content, nothing unacknowledged may appear, no client may have seen any error (a "database is locked"
 least of all), the harness's own cross-checks and `yourmemory doctor` must be clean.
 
+open: 8 processes open one database at the same instant, as MCP clients launching their servers
+together do, both a new file and a version-1 file with data to upgrade; all must open, and the
+file must end at the current version with its data intact.
+
 crash: trials of SIGKILL at a random moment
   write     a forked child writes through the library (the same mixed operations) and reports each
             operation before it starts and after it returned; trials are chained, so a database is
@@ -22,8 +27,9 @@ crash: trials of SIGKILL at a random moment
             and the model's 1-2 s load per process would leave room for few trials. Real vectors are
             covered by the server trials and the stress part.
   server    the real entry point with the real model, driven over stdio JSON-RPC, killed mid-stream.
-  migration an old-schema database (version 1: memories only; version 2: plus the knowledge graph),
-            written by this very code with SCHEMA_VERSION lowered, is opened by a child running the
+  migration a database at every older schema version (1: memories only; 2: plus the knowledge graph;
+            3 and later: plus lessons),
+            written as that version wrote it, is opened by a child running the
             current code and killed during the upgrade (half the trials stretch each migration
             statement by a few ms so kills land inside the migration transactions).
   prune     a database with thousands of faded memories (a library clock 400+ days on) is pruned by a
@@ -37,7 +43,6 @@ Writes a summary to benchmarks/results/reliability.json and prints the figures.
 from __future__ import annotations
 
 import argparse
-import copy
 import hashlib
 import json
 import os
@@ -146,8 +151,9 @@ class Model:
     """Acknowledged writes, and the state they imply. Owners are worker numbers (crash trials: 0)."""
 
     def __init__(self):
-        self.memories: dict[int, dict] = {}        # live id -> {"content", "history": [old contents], "owner"}
-        self.gone: dict[int, dict] = {}            # forgotten id -> {"contents": [...], "owner"}
+        self.memories: dict[int, dict] = {}        # live id -> {"content", "history": [old texts], "owner", "gen"}
+        self.gone: dict[int, dict] = {}            # generation (the store's log index) -> {"id", "contents", "owner"}
+        self.reused: dict[int, str] = {}           # ids handed out again to a store after a forget
         self.entities: dict[str, dict] = {}        # name -> {"type", "observations": [...], "owner", "lesson"}
         self.deleted: set[tuple[str, str]] = set()  # (entity, observation) deleted by an acknowledged write
         self.relations: set[tuple[str, str, str]] = set()
@@ -160,7 +166,10 @@ class Model:
         return [i for i, m in self.memories.items() if m["owner"] == owner]
 
     def own_gone(self, owner):
-        return [i for i, m in self.gone.items() if m["owner"] == owner]
+        return sorted({m["id"] for m in self.gone.values() if m["owner"] == owner})
+
+    def live(self, gen: int) -> bool:
+        return gen not in self.gone
 
     def own_entities(self, owner):
         return [n for n, e in self.entities.items() if e["owner"] == owner and not e["lesson"]]
@@ -173,19 +182,27 @@ class Model:
     def apply(self, op: dict, summary: dict) -> None:
         """Record an acknowledged (or, after a kill, found-applied) write."""
         kind, owner = op["op"], op["owner"]
-        if kind in READ_OPS or kind in PROBE_OPS:
+        if kind in READ_OPS or (kind in PROBE_OPS and op["id"] not in self.memories):
             return
         self.log.append((op, summary))
         if kind == "store":
             if summary.get("action") == "store":
-                self.memories[summary["id"]] = {"content": op["content"], "history": [], "owner": owner}
+                op["gen"] = len(self.log) - 1
+                if any(g["id"] == summary["id"] for g in self.gone.values()):
+                    self.reused[summary["id"]] = (f"memory id {summary['id']} was forgotten, then handed out "
+                                                  f"again to {op_label(op)}")
+                self.memories[summary["id"]] = {"content": op["content"], "history": [], "owner": owner,
+                                                "gen": op["gen"]}
         elif kind == "update":
             memory = self.memories[op["id"]]
+            op["gen"] = memory["gen"]
             memory["history"].append(memory["content"])
             memory["content"] = op["content"]
-        elif kind == "forget":
+        elif kind in ("forget", "forget_gone"):  # a "forget_gone" that succeeded deleted whatever held the id
             memory = self.memories.pop(op["id"])
-            self.gone[op["id"]] = {"contents": memory["history"] + [memory["content"]], "owner": owner}
+            op["gen"] = memory["gen"]
+            self.gone[memory["gen"]] = {"id": op["id"], "contents": memory["history"] + [memory["content"]],
+                                        "owner": memory["owner"]}
         elif kind == "create_entities":
             for name in summary["created"]:
                 self.entities[name] = {"type": op["type"], "observations": list(op["observations"]),
@@ -223,7 +240,7 @@ def next_write(rng: random.Random, model: Model, owner: int, tag: str, n: int, s
     """
     kind = rng.choices(list(WRITE_WEIGHTS), weights=list(WRITE_WEIGHTS.values()))[0]
     mine = model.own_memories(owner)
-    entities = list(model.entities) if shared_pool else [x for x in model.entities if model.entities[x]["owner"] == owner]
+    entities = [x for x in model.entities if shared_pool or model.entities[x]["owner"] == owner]
     plain = [x for x in entities if not model.entities[x]["lesson"]]
     lessons = [x for x in model.lessons if shared_pool or model.lessons[x]["owner"] == owner]
     if kind in ("update", "forget") and not mine:
@@ -348,7 +365,7 @@ def summarize(op: dict, result: dict) -> dict:
         return {"action": result["action"], "id": result["id"]}
     if kind == "update":
         return {"id": result["id"], "content": result["memory"]["content"]}
-    if kind == "forget":
+    if kind in ("forget", "forget_gone"):
         return {"id": result["id"]}
     if kind == "create_entities":
         return {"created": [e["name"] for e in result["entities"]]}
@@ -388,6 +405,9 @@ def result_problems(op: dict, summary: dict) -> list[str]:
         return [f"{where}: recalling memory {op['expect']} by its own text did not return it (got {summary['ids']})"]
     if kind == "search_nodes" and op["expect"] not in summary["names"]:
         return [f"{where}: searching entity {op['expect']!r} by its name did not find it"]
+    if kind == "forget_gone":
+        return [f"{where}: forgetting the already forgotten memory {op['id']} again (a client's retry) succeeded "
+                f"and deleted memory {op['id']} (the id had been handed out again): {summary}"]
     return []
 
 
@@ -444,9 +464,9 @@ def verify(conn, model: Model, user: str, *, seeded: bool = False) -> dict:
     rows, history, problems = db["rows"], db["history"], []
     by_content = Counter(r["content"] for r in rows.values())
 
-    def memory_ok(memory_id: int, content: str) -> bool:
-        if memory_id in model.gone:
-            return memory_id not in rows
+    def memory_ok(memory_id: int, gen: int, content: str) -> bool:
+        if not model.live(gen):  # forgotten later: none of its texts may remain
+            return not any(by_content[c] for c in model.gone[gen]["contents"])
         row = rows.get(memory_id)
         return row is not None and (row["content"] == content or content in history.get(memory_id, []))
 
@@ -469,11 +489,11 @@ def verify(conn, model: Model, user: str, *, seeded: bool = False) -> dict:
     for op, summary in model.log:
         kind = op["op"]
         if kind == "store":
-            ok = summary["action"] != "store" or memory_ok(summary["id"], op["content"])
+            ok = summary["action"] != "store" or memory_ok(summary["id"], op["gen"], op["content"])
         elif kind == "update":
-            ok = memory_ok(op["id"], op["content"])
-        elif kind == "forget":
-            ok = op["id"] not in rows
+            ok = memory_ok(op["id"], op["gen"], op["content"])
+        elif kind in ("forget", "forget_gone"):
+            ok = not any(by_content[c] for c in model.gone[op["gen"]]["contents"])
         elif kind == "create_entities":
             ok = all(db["entities"].get(n, {}).get("type") == op["type"] for n in summary["created"]) and all(
                 observation_ok(n, text) for n in summary["created"] for text in op["observations"])
@@ -493,9 +513,11 @@ def verify(conn, model: Model, user: str, *, seeded: bool = False) -> dict:
             problems.append(f"acknowledged write missing or wrong: {op_label(op)} -> {summary}")
 
     # Memories, as a whole: exactly the live ones, each once, active, indexed, with its exact history.
-    own = {i for i, r in rows.items() if r["source"] == "memory" and not (seeded and r["content"].startswith(SEED_MARK))}
+    own = {i for i, r in rows.items()
+           if r["source"] == "memory" and not (seeded and r["content"].startswith(SEED_MARK))}
+    gone_ids = {g["id"] for g in model.gone.values()}
     for memory_id in sorted(own - set(model.memories)):
-        state = "forgotten by an acknowledged write" if memory_id in model.gone else "never acknowledged"
+        state = "forgotten by an acknowledged write" if memory_id in gone_ids else "never acknowledged"
         problems.append(f"phantom memory {memory_id} ({state}): {rows[memory_id]['content']!r}")
     for memory_id, wanted in model.memories.items():
         row = rows.get(memory_id)
@@ -515,12 +537,17 @@ def verify(conn, model: Model, user: str, *, seeded: bool = False) -> dict:
         found = fts_ids(conn, content_token(wanted["content"]))
         if found != {memory_id}:
             problems.append(f"memory {memory_id}: the full-text index finds its word in {sorted(found)}")
-    for memory_id, gone in model.gone.items():
+    reused = {}
+    for gone in model.gone.values():
         for content in gone["contents"]:
             if by_content[content]:
-                problems.append(f"forgotten memory {memory_id} still has a row reading {content!r}")
-        if memory_id in db["vectors"] or memory_id in history:
-            problems.append(f"forgotten memory {memory_id} left a vector or history behind")
+                problems.append(f"forgotten memory {gone['id']} still has a row reading {content!r}")
+        holder = rows.get(gone["id"])
+        if holder is not None and holder["content"] not in gone["contents"]:
+            reused[gone["id"]] = (f"memory id {gone['id']} was forgotten, then handed out again to a "
+                                  f"{holder['source']} memory: {holder['content']!r}")
+        elif holder is None and (gone["id"] in db["vectors"] or gone["id"] in history):
+            problems.append(f"forgotten memory {gone['id']} left a vector or history behind")
 
     # The knowledge graph, as a whole.
     for name in sorted(set(db["entities"]) - set(model.entities)):
@@ -556,7 +583,8 @@ def verify(conn, model: Model, user: str, *, seeded: bool = False) -> dict:
     for name in model.lessons:
         if not lesson_ok(name):
             problems.append(f"lesson {name!r} reads {db['lessons'].get(name)}, expected {model.lessons[name]}")
-    return {"acknowledged": len(model.log), "present": present, "problems": problems}
+    return {"acknowledged": len(model.log), "present": present, "problems": problems,
+            "ids_reused": [text for _, text in sorted({**reused, **model.reused}.items())]}
 
 
 def op_label(op: dict) -> str:
@@ -579,11 +607,13 @@ def cross_checks(conn) -> list[str]:
                ON m.id = l.pattern_memory_id WHERE m.id IS NULL OR m.source != 'observation'"""):
         problems.append(f"lesson entity {entity} has no error-pattern memory ({memory_id})")
     for (entity,) in conn.execute(
-            "SELECT l.entity_id FROM lessons AS l JOIN entities AS e ON e.id = l.entity_id WHERE e.entity_type != 'lesson'"):
+            """SELECT l.entity_id FROM lessons AS l JOIN entities AS e ON e.id = l.entity_id
+               WHERE e.entity_type != 'lesson'"""):
         problems.append(f"lesson entity {entity} is not of type 'lesson'")
     for memory_id, count in conn.execute(
             """SELECT memory_id, count(*) FROM (SELECT memory_id FROM observations UNION ALL
-               SELECT pattern_memory_id FROM lessons) WHERE memory_id IS NOT NULL GROUP BY memory_id HAVING count(*) > 1"""):
+               SELECT pattern_memory_id FROM lessons) WHERE memory_id IS NOT NULL
+               GROUP BY memory_id HAVING count(*) > 1"""):
         problems.append(f"graph memory {memory_id} is shared by {count} observations or lessons")
     for (node,) in conn.execute("SELECT source_id FROM memory_edges WHERE source_id = target_id"):
         problems.append(f"memory {node} links to itself")
@@ -605,7 +635,8 @@ def doctor(db: Path, env: dict | None = None) -> dict:
     try:
         report = json.loads(completed.stdout)
     except ValueError:
-        report = {"ok": False, "problems": [f"unreadable output: {completed.stdout[-500:]!r} {completed.stderr[-500:]!r}"]}
+        report = {"ok": False,
+                  "problems": [f"unreadable output: {completed.stdout[-500:]!r} {completed.stderr[-500:]!r}"]}
     return {"rc": completed.returncode, "problems": report.get("problems", []), "counts": report.get("counts", {})}
 
 
@@ -729,12 +760,11 @@ def stress(processes: int = 4, writes: int = 500, *, seed: int = 1, reads_per_wr
                             else:
                                 errors.append(f"{op_label(op)}: {text}")
                             return
-                        if group == "probe":
-                            problems.append(f"{op_label(op)} succeeded; it must be rejected: {text[:200]}")
-                            return
                         summary = summarize(op, json.loads(text))
                         problems.extend(result_problems(op, summary))
                         counts[f"{group}s acknowledged"] += 1
+                        if group == "probe" and op["id"] not in model.memories:
+                            problems.append(f"{op_label(op)} succeeded on an id no memory holds: {summary}")
                         if op.get("contested"):
                             contested[-op["n"]].extend([w] if summary["created"] else [])
                         model.apply(op, summary)
@@ -744,7 +774,11 @@ def stress(processes: int = 4, writes: int = 500, *, seed: int = 1, reads_per_wr
                             contested.setdefault(n // contested_every, [])
                             await perform(contested_op(w, n // contested_every))
                         else:
-                            await perform(next_write(rng, model, w, f"s{w}", n, shared_pool=True))
+                            op = next_write(rng, model, w, f"s{w}", n, shared_pool=True)
+                            while op["op"] in PROBE_OPS:  # deliberate rejections come on top of the writes
+                                await perform(op)
+                                op = next_write(rng, model, w, f"s{w}", n, shared_pool=True)
+                            await perform(op)
                         while rng.random() < reads_per_write:
                             read_op = next_read(rng, model, w)
                             if read_op is None:
@@ -806,7 +840,8 @@ def stress(processes: int = 4, writes: int = 500, *, seed: int = 1, reads_per_wr
         "writes_attempted": counts["writes attempted"], "writes_acknowledged": counts["writes acknowledged"],
         "acknowledged_writes_present": report["present"], "acknowledged_writes_checked": report["acknowledged"],
         "reads_attempted": counts["reads attempted"], "reads_acknowledged": counts["reads acknowledged"],
-        "probes_attempted": counts["probes attempted"], "probes_rejected_as_expected": counts["probes rejected as expected"],
+        "probes_attempted": counts["probes attempted"],
+        "probes_rejected_as_expected": counts["probes rejected as expected"],
         "operations": {k.removesuffix(" attempted"): v for k, v in sorted(counts.items())
                        if k.endswith(" attempted") and k.split()[0] not in ("writes", "reads", "probes")},
         "final_state": {"memories": len(model.memories), "forgotten": len(model.gone),
@@ -814,6 +849,7 @@ def stress(processes: int = 4, writes: int = 500, *, seed: int = 1, reads_per_wr
                         "lessons": len(model.lessons),
                         "lesson_uses": sum(x["uses"] for x in model.lessons.values())},
         "contested_entities": len(contested),
+        "ids_reused": len(report["ids_reused"]), "id_reuse_samples": report["ids_reused"][:10],
         "errors": len(errors), "lock_errors": len(lock_errors), "error_samples": errors[:20],
         "decay_job_failures": len(decay_failures), "decay_failure_samples": decay_failures[:10],
         "decay_runs_observed": len(decay_runs), "reader_errors": len(poll_errors),
@@ -827,6 +863,70 @@ def stress(processes: int = 4, writes: int = 500, *, seed: int = 1, reads_per_wr
         shutil.rmtree(workdir, ignore_errors=True)
         result["database"] = "(removed: clean run)"
     return result
+
+
+def _child_open(fd: int, db: str, go: float) -> None:
+    while time.time() < go:  # every child starts at the same instant
+        pass
+    try:
+        YourMemory(db, user=USER, embedder=StandInEmbedder()).close()
+        _send(fd, "ok")
+    except Exception as error:  # noqa: BLE001 - reported to the parent
+        _send(fd, "error " + repr(error)[:2000])
+
+
+def open_race(processes: int = 8, rounds: int = 3, *, workdir: Path | None = None, memories: int = 300,
+              kinds: tuple[str, ...] = ("new", "version 1"), quiet: bool = False) -> dict:
+    """``processes`` processes open one database at the same instant, as MCP clients launching their
+    servers together do: a new file (creation, WAL switch, every migration) and a version-1 file
+    with data (the upgrade). All must open; the file must end at the current version, data intact."""
+    own_dir = workdir is None
+    workdir = Path(tempfile.mkdtemp(prefix="yourmemory-open-")) if own_dir else Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    yourmemory.nlp()
+    template = workdir / "template-open-v1.db"
+    build_old_template(template, 1, memories, 0, 5)
+    conn = yourmemory.open_raw(template)
+    before = data_of(conn)
+    conn.close()
+    opens, failures, lock_errors, started = 0, [], 0, time.time()
+    for round_ in range(rounds):
+        for kind in kinds:
+            db = workdir / f"open-{round_}-{kind.replace(' ', '')}.db"
+            if kind != "new":
+                shutil.copy(template, db)
+            go = time.time() + 0.5
+            children = [fork_child(_child_open, str(db), go) for _ in range(processes)]
+            for pid, read_fd in children:
+                watched = watch_and_kill(pid, read_fd, "never", 0, limit_s=120)
+                opens += watched["lines"] == ["ok"]
+                if watched["lines"] != ["ok"]:
+                    failures.append(f"round {round_} {kind}: {watched['lines']}")
+                    lock_errors += any(word in str(watched["lines"]).lower() for word in LOCK_WORDS)
+            conn = yourmemory.open_raw(db)
+            try:
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                after = data_of(conn)
+            finally:
+                conn.close()
+            if version != yourmemory.SCHEMA_VERSION:
+                failures.append(f"round {round_} {kind}: left at version {version}")
+            if kind != "new" and any(after.get(t) != rows for t, rows in before.items()):
+                failures.append(f"round {round_} {kind}: the upgrade changed the data")
+            checked = doctor(db)
+            if checked["rc"] != 0:
+                failures.append(f"round {round_} {kind}: doctor exited {checked['rc']}: {checked['problems'][:5]}")
+        if (round_ + 1) % max(1, rounds // 10) == 0:
+            log(f"open race {round_ + 1}/{rounds}: {len(failures)} failures", quiet)
+        for kind in kinds:  # keep the folder small on long runs
+            db = workdir / f"open-{round_}-{kind.replace(' ', '')}.db"
+            for suffix in ("", "-wal", "-shm"):
+                Path(str(db) + suffix).unlink(missing_ok=True)
+    if own_dir:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return {"processes": processes, "rounds": rounds, "files": list(kinds),
+            "opens_attempted": processes * rounds * len(kinds), "opens_succeeded": opens,
+            "lock_errors": lock_errors, "failures": failures, "wall_s": round(time.time() - started, 1)}
 
 
 # ============================================================================
@@ -893,6 +993,22 @@ def watch_and_kill(pid: int, read_fd: int, marker: str | None, delay: float, lim
             "killed_at_s": None if killed_at is None else round(killed_at, 3), "exit": status}
 
 
+def kill_moment(lines: list[str]) -> str:
+    """Where the writer was when it died: opening the database, between transactions, inside a write
+    transaction, or after its last commit but before acknowledging the operation."""
+    if "R" not in lines:
+        return "open"
+    tail = [line for line in lines[lines.index("R"):] if line[:1] in "BAXQ"]
+    if not tail or tail[-1][0] in "AX":
+        return "between operations"
+    since_op = tail[next(i for i in range(len(tail) - 1, -1, -1) if tail[i][0] == "B"):]
+    if since_op[-1] == "Q B":
+        return "inside a transaction"
+    if since_op[-1] == "Q C" and sum(line == "Q B" for line in since_op) >= 1:
+        return "after a commit, before the acknowledgement"
+    return "preparing (embedding, parsing)"
+
+
 def replay(lines: list[str], model: Model, problems: list[str]) -> dict | None:
     """Apply the child's acknowledged writes to ``model``; return the op in flight at the kill, if any."""
     pending = None
@@ -917,7 +1033,7 @@ def replay(lines: list[str], model: Model, problems: list[str]) -> dict | None:
 def resolve_in_flight(conn, model: Model, op: dict | None) -> str:
     """Whether the op in flight at the kill is in the database (then it joins the model): 'applied',
     'not applied', or 'none'. A half-applied op shows up in verify() as missing or phantom rows."""
-    if op is None or op["op"] in READ_OPS or op["op"] in PROBE_OPS:
+    if op is None or op["op"] in READ_OPS or (op["op"] in PROBE_OPS and op["id"] not in model.memories):
         return "none"
     db = snapshot(conn, USER)
     kind, applied, summary = op["op"], False, {}
@@ -926,7 +1042,7 @@ def resolve_in_flight(conn, model: Model, op: dict | None) -> str:
         applied, summary = bool(ids), {"action": "store", "id": ids[0] if ids else None}
     elif kind == "update":
         applied = db["rows"].get(op["id"], {}).get("content") == op["content"]
-    elif kind == "forget":
+    elif kind in ("forget", "forget_gone"):
         applied = op["id"] not in db["rows"]
     elif kind == "create_entities":
         applied, summary = op["name"] in db["entities"], {"created": [op["name"]]}
@@ -961,6 +1077,7 @@ def after_kill(db: Path, model: Model | None, in_flight: dict | None, problems: 
                 record["in_flight"] = resolve_in_flight(memory.db, model, in_flight)
                 report = verify(memory.db, model, USER)
                 record["acknowledged"], record["present"] = report["acknowledged"], report["present"]
+                record["ids_reused"] = len(report["ids_reused"])
                 problems.extend(report["problems"])
             problems.extend(cross_checks(memory.db))
     except Exception as error:  # noqa: BLE001
@@ -972,8 +1089,33 @@ def after_kill(db: Path, model: Model | None, in_flight: dict | None, problems: 
     return record
 
 
-def _child_writes(fd: int, db: str, model: Model, seed: int, tag: str, max_ops: int, read_share: float) -> None:
+class PausingConnection:
+    """The child's connection, reporting each BEGIN ("Q B") and COMMIT/ROLLBACK ("Q C") so the parent
+    knows where the kill landed; with ``pause`` it also sleeps up to that long after every statement,
+    so kills land inside write transactions and between a commit and its acknowledgement."""
+
+    def __init__(self, conn, fd: int, rng: random.Random, pause: float):
+        self._conn, self._fd, self._rng, self._pause = conn, fd, rng, pause
+
+    def execute(self, sql, *args):
+        cursor = self._conn.execute(sql, *args)
+        if sql.startswith("BEGIN"):
+            _send(self._fd, "Q B")
+        elif sql in ("COMMIT", "ROLLBACK"):
+            _send(self._fd, "Q C")
+        if self._pause:
+            time.sleep(self._rng.uniform(0, self._pause))
+        return cursor
+
+    def __getattr__(self, name):
+        return getattr(self._conn, name)
+
+
+def _child_writes(fd: int, db: str, model: Model, seed: int, tag: str, max_ops: int, read_share: float,
+                  pause: float) -> None:
     memory = YourMemory(db, user=USER, embedder=StandInEmbedder())
+    watched = PausingConnection(memory.db, fd, random.Random(seed), pause)
+    memory.db = memory.graph.db = memory.lessons.db = watched
     _send(fd, "R")
     rng = random.Random(seed)
     for n in range(max_ops):
@@ -1002,14 +1144,17 @@ def write_trials(count: int, workdir: Path, *, seed: int, chain: int = 10, max_d
         before = len(model.log)
         during_open = rng.random() < 0.1
         delay = rng.uniform(0.0, 0.08) if during_open else rng.uniform(0.0, max_delay)
-        pid, read_fd = fork_child(_child_writes, str(db), model, seed * 1000 + trial, f"c{trial}x", 5000, 0.1)
+        pause = 0.004 if trial % 2 else 0.0
+        pid, read_fd = fork_child(_child_writes, str(db), model, seed * 1000 + trial, f"c{trial}x", 5000, 0.1, pause)
         watched = watch_and_kill(pid, read_fd, None if during_open else "R", delay)
         in_flight = replay(watched["lines"], model, problems)
         record = {"kind": "write", "trial": trial, "database": db.name, "delay_s": round(delay, 3),
-                  "moment": "open" if during_open and "R" not in watched["lines"] else "writes",
+                  "paused_statements": bool(pause), "moment": kill_moment(watched["lines"]),
                   "killed": watched["killed"], "acknowledged_this_trial": len(model.log) - before,
                   "in_flight_op": None if in_flight is None else in_flight["op"]}
         record.update(after_kill(db, model, in_flight, problems))
+        if record["moment"] == "inside a transaction" and record.get("in_flight") == "applied":
+            record["moment"] = "at the commit, before reporting it"
         record["problems"] = problems
         records.append(record)
         log(f"crash write {trial + 1}/{count}: {record['acknowledged_this_trial']} acked, in flight "
@@ -1186,31 +1331,95 @@ def data_of(conn) -> dict:
         tables.update(entities="SELECT id, name, entity_type FROM entities ORDER BY id",
                       observations="SELECT entity_id, content, memory_id FROM observations ORDER BY id",
                       relations="SELECT from_id, to_id, relation_type FROM relations ORDER BY id")
+    if "lessons" in names:
+        tables.update(lessons="SELECT entity_id, error_type, pattern_memory_id, frequency FROM lessons ORDER BY 1")
     return {name: conn.execute(sql).fetchall() for name, sql in tables.items()}
 
 
 def build_old_template(path: Path, version: int, memories: int, entities: int, seed: int) -> None:
-    """A database at ``version`` with data, written by this code with SCHEMA_VERSION lowered."""
-    rng = random.Random(seed)
-    with schema_version(version), YourMemory(path, user=USER, embedder=StandInEmbedder()) as memory:
-        for n in range(memories):
-            memory.store(sentence(rng, token(f"v{version}", "s", n)), round(rng.uniform(0.3, 0.9), 2))
-        if version >= 2:
-            ids = [r[0] for r in memory.db.execute("SELECT id FROM memories")]
-            for n in range(memories // 10):
-                memory.update(rng.choice(ids), sentence(rng, token(f"v{version}", "u", n)))
-            names = []
-            for n in range(entities):
-                tok = token(f"v{version}", "e", n)
-                names.append(f"{rng.choice(TOPICS).title()} {tok}")
-                memory.graph.create_entities([{"name": names[-1], "entityType": "site",
-                                               "observations": [observation(rng, f"{tok}o{k}") for k in range(3)]}])
-            for n in range(entities):
-                a, b = rng.sample(names, 2)
-                memory.graph.create_relations([{"from": a, "to": b, "relationType": f"feeds {n}"}])
-    conn = yourmemory.open_raw(path)
+    """A database at schema ``version`` holding what that version's code wrote: memories with vectors,
+    full-text entries (the schema's triggers), edges, history and audit rows; from version 2 entities,
+    observations and relations; from version 3 lessons.
+
+    Plain SQL against the old schema (created by this code's own migrations with SCHEMA_VERSION
+    lowered): today's store() writes columns an old schema does not have.
+    """
+    rng, embed, t = random.Random(seed), StandInEmbedder(), PRUNE_NOW - 10 * DAY
+    caller = yourmemory.Caller(USER)
+    with schema_version(version):
+        conn = yourmemory.connect(path)
+    blob = yourmemory.vector_blob
+
+    def memory_row(content: str, source: str | None, scope: str) -> int:
+        columns = "user_id, visibility, content, category, importance, token_count, created_at, updated_at, " \
+                  "last_accessed_at" + (", source" if source else "")
+        values = [USER, "shared", content, "fact", round(rng.uniform(0.3, 0.9), 2),
+                  len(yourmemory.fts_terms(conn, content)), t, t, t] + ([source] if source else [])
+        memory_id = conn.execute(f"INSERT INTO memories ({columns}) VALUES ({', '.join('?' * len(values))})",
+                                 values).lastrowid
+        conn.execute("INSERT INTO memory_vectors (memory_id, embedding, scope, active) VALUES (?, ?, ?, 1)",
+                     (memory_id, blob(embed.embed_one(content)), scope))
+        conn.execute("INSERT INTO audit_log (at, user_id, actor, action, memory_id) VALUES (?, ?, ?, 'store', ?)",
+                     (t, USER, caller.actor, memory_id))
+        return memory_id
+
     try:
+        conn.execute("BEGIN IMMEDIATE")
+        ids, by_topic, fanout = [], {}, Counter()
+        for n in range(memories):
+            topic = rng.choice(TOPICS)
+            content = sentence(rng, token(f"v{version}", "s", n)).replace(" the ", f" the {topic} ", 1)
+            memory_id = memory_row(content, "memory" if version >= 2 else None, caller.scope("shared"))
+            for other in by_topic.get(topic, [])[-3:]:
+                for source, target in ((memory_id, other), (other, memory_id)):
+                    if fanout[source] < yourmemory.EDGE_FANOUT:
+                        conn.execute("INSERT INTO memory_edges (source_id, target_id, weight, relation) "
+                                     "VALUES (?, ?, ?, NULL)", (source, target, round(rng.uniform(0.3, 0.6), 6)))
+                        fanout[source] += 1
+            by_topic.setdefault(topic, []).append(memory_id)
+            ids.append(memory_id)
+        for n in range(memories // 10):
+            memory_id, content = rng.choice(ids), sentence(rng, token(f"v{version}", "u", n))
+            conn.execute("""INSERT INTO memory_history (memory_id, content, importance, reason, changed_at)
+                            SELECT id, content, importance, 'updated', ? FROM memories WHERE id = ?""", (t, memory_id))
+            conn.execute("UPDATE memories SET content = ?, token_count = ? WHERE id = ?",
+                         (content, len(yourmemory.fts_terms(conn, content)), memory_id))
+            conn.execute("UPDATE memory_vectors SET embedding = ? WHERE memory_id = ?",
+                         (blob(embed.embed_one(content)), memory_id))
+        names = []
+        for n in range(entities if version >= 2 else 0):
+            tok = token(f"v{version}", "e", n)
+            names.append(f"{rng.choice(TOPICS).title()} {tok}")
+            entity_id = conn.execute("INSERT INTO entities (user_id, name, entity_type, created_at) "
+                                     "VALUES (?, ?, ?, ?)", (USER, names[-1], "site", t)).lastrowid
+            for k in range(3):
+                text = observation(rng, f"{tok}o{k}")
+                memory_id = memory_row(f"{names[-1]}: {text}", "observation", caller.graph_scope)
+                conn.execute("INSERT INTO observations (entity_id, content, memory_id) VALUES (?, ?, ?)",
+                             (entity_id, text, memory_id))
+        for n in range(entities if version >= 2 else 0):
+            a, b = rng.sample(names, 2)
+            conn.execute("""INSERT INTO relations (from_id, to_id, relation_type)
+                            SELECT f.id, t.id, ? FROM entities AS f, entities AS t WHERE f.name = ? AND t.name = ?""",
+                         (f"feeds {n}", a, b))
+        for n in range(entities // 2 if version >= 3 else 0):
+            tok, topic = token(f"v{version}", "l", n), rng.choice(TOPICS)
+            entity_id = conn.execute("INSERT INTO entities (user_id, name, entity_type, created_at) "
+                                     "VALUES (?, ?, 'lesson', ?)", (USER, f"lesson {tok}", t)).lastrowid
+            text = f"Restarting the {topic} controller cleared the stall, note {tok}."
+            conn.execute("INSERT INTO observations (entity_id, content, memory_id) VALUES (?, ?, ?)",
+                         (entity_id, text, memory_row(text, "observation", caller.graph_scope)))
+            pattern = memory_row(f"{topic.title()}Stall: {topic} controller stalled, trace {tok} ({topic} pipeline)",
+                                 "observation", caller.graph_scope)
+            conn.execute("""INSERT INTO lessons (entity_id, error_type, error_message, error_context,
+                                pattern_memory_id, metadata, verification_steps, frequency, success_rate,
+                                created_at, updated_at) VALUES (?, ?, ?, ?, ?, '{}', '[]', ?, ?, ?, ?)""",
+                         (entity_id, f"{topic.title()}Stall", f"{topic} controller stalled, trace {tok}",
+                          f"{topic} pipeline", pattern, n, 0.5, t, t))
+        conn.execute("COMMIT")
         assert conn.execute("PRAGMA user_version").fetchone()[0] == version
+        problems = yourmemory.check_database(conn)["problems"] if version == yourmemory.SCHEMA_VERSION else []
+        assert not problems, problems
     finally:
         conn.close()
 
@@ -1250,7 +1459,7 @@ def timed_child(target, *args, marker: str, done: str) -> float:
     return finished - started
 
 
-def migration_trials(count: int, workdir: Path, *, seed: int, memories: int = 600, entities: int = 60,
+def migration_trials(count: int, workdir: Path, *, seed: int, memories: int = 3000, entities: int = 100,
                      quiet: bool = False) -> list[dict]:
     """Kill the current code while it upgrades a version-1 or version-2 database."""
     schemas = reference_schemas(workdir)
@@ -1273,11 +1482,13 @@ def migration_trials(count: int, workdir: Path, *, seed: int, memories: int = 60
     rng, records = random.Random(seed), []
     for trial in range(count):
         version = 1 + trial % (yourmemory.SCHEMA_VERSION - 1)
-        stretch = 0.01 if trial % 4 >= 2 else 0.0
+        stretch = 0.01 if trial % 4 in (1, 2) else 0.0
         path, before = templates[version]
         db = workdir / f"migration-{trial}.db"
         shutil.copy(path, db)
-        delay = rng.uniform(0, 1.2 * durations[(version, stretch)])
+        # The first two kills surely land inside the upgrade; the others anywhere in it or just after.
+        delay = rng.uniform(0.1, 0.7) if trial < 2 else rng.uniform(0, 1.2)
+        delay *= durations[(version, stretch)]
         pid, read_fd = fork_child(_child_migrate, str(db), stretch, seed + trial)
         watched = watch_and_kill(pid, read_fd, "S", delay)
         problems: list[str] = []
@@ -1355,8 +1566,9 @@ def prune_state(path: Path) -> tuple:
         conn.close()
 
 
-def _child_prune(fd: int, db: str) -> None:
+def _child_prune(fd: int, db: str, pause: float = 0.0, seed: int = 0) -> None:
     memory = YourMemory(db, user=USER, embedder=StandInEmbedder(), clock=lambda: PRUNE_NOW)
+    memory.db = PausingConnection(memory.db, fd, random.Random(seed), pause)
     _send(fd, "S")
     report = memory.prune(force=True)
     _send(fd, "D " + json.dumps({"pruned": len(report["pruned"]), "purged": report["purged"]}))
@@ -1373,15 +1585,20 @@ def prune_trials(count: int, workdir: Path, *, seed: int, purge: int = 400, fade
     with YourMemory(reference_db, user=USER, embedder=StandInEmbedder(), clock=lambda: PRUNE_NOW) as memory:
         reference_report = memory.prune(force=True)
     pruned = prune_state(reference_db)
-    timing_db = workdir / "timing-prune.db"
-    shutil.copy(template, timing_db)
-    duration = _time_prune(timing_db)
+    durations = {}
+    for pause in (0.0, 0.05):  # paused: each statement of the prune is followed by up to 50 ms
+        timing_db = workdir / "timing-prune.db"
+        shutil.copy(template, timing_db)
+        durations[pause] = _time_prune(timing_db, pause)
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(timing_db) + suffix).unlink(missing_ok=True)
     rng, records = random.Random(seed), []
     for trial in range(count):
         db = workdir / f"prune-{trial}.db"
         shutil.copy(template, db)
-        delay = rng.uniform(0, 1.2 * duration)
-        pid, read_fd = fork_child(_child_prune, str(db))
+        pause = 0.05 if trial % 2 else 0.0
+        delay = (rng.uniform(0.1, 0.7) if trial < 2 else rng.uniform(0, 1.3)) * durations[pause]
+        pid, read_fd = fork_child(_child_prune, str(db), pause, seed + trial)
         watched = watch_and_kill(pid, read_fd, "S", delay)
         problems: list[str] = []
         finished = any(line.startswith("D ") for line in watched["lines"])
@@ -1394,8 +1611,13 @@ def prune_trials(count: int, workdir: Path, *, seed: int, purge: int = 400, fade
             problems.append("the killed prune left part of its work: the state is neither before nor after it")
         if finished and outcome != "all":
             problems.append(f"the prune was reported done but the database shows {outcome} of it")
-        record = {"kind": "prune", "trial": trial, "delay_s": round(delay, 4), "killed": watched["killed"],
-                  "finished": finished, "outcome": outcome}
+        marks = [line for line in watched["lines"] if line in ("Q B", "Q C")]
+        moment = ("after the commit" if "Q C" in marks else "inside the transaction" if marks
+                  else "before the transaction")
+        if (moment, outcome) in (("after the commit", "none"), ("before the transaction", "all")):
+            problems.append(f"killed {moment}, yet the database shows {outcome} of the prune")
+        record = {"kind": "prune", "trial": trial, "paused_statements": bool(pause), "delay_s": round(delay, 4),
+                  "killed": watched["killed"], "finished": finished, "moment": moment, "outcome": outcome}
         record.update(after_kill(db, None, None, problems))
         record["problems"] = problems
         records.append(record)
@@ -1404,12 +1626,13 @@ def prune_trials(count: int, workdir: Path, *, seed: int, purge: int = 400, fade
             if not problems:
                 Path(str(db) + suffix).unlink(missing_ok=True)
     records.append({"kind": "prune-reference", "pruned": len(reference_report["pruned"]),
-                    "purged": reference_report["purged"], "prune_s": round(duration, 3)})
+                    "purged": reference_report["purged"], "prune_s": round(durations[0.0], 3),
+                    "paused_prune_s": round(durations[0.05], 3)})
     return records
 
 
-def _time_prune(db: Path) -> float:
-    pid, read_fd = fork_child(_child_prune, str(db))
+def _time_prune(db: Path, pause: float) -> float:
+    pid, read_fd = fork_child(_child_prune, str(db), pause, 0)
     started, data = None, b""
     while True:
         chunk = os.read(read_fd, 65536)
@@ -1432,7 +1655,7 @@ def crash(write: int = 70, server: int = 20, migration: int = 12, prune: int = 1
     own_dir = workdir is None
     workdir = Path(tempfile.mkdtemp(prefix="yourmemory-crash-")) if own_dir else Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    sizes = {"memories": 600, "entities": 60, "purge": 400, "faded": 2000, "fresh": 400, **(sizes or {})}
+    sizes = {"memories": 3000, "entities": 100, "purge": 400, "faded": 2000, "fresh": 400, **(sizes or {})}
     yourmemory.nlp()  # loaded once here; forked children inherit it
     started, records, walls = time.time(), [], {}
     for kind, run in (("write", lambda: write_trials(write, workdir, seed=seed, quiet=quiet)),
@@ -1464,11 +1687,13 @@ def crash(write: int = 70, server: int = 20, migration: int = 12, prune: int = 1
                 chains[r["database"]] = r
             by_kind[kind]["acknowledged_total_checked"] = sum(r.get("acknowledged", 0) for r in chains.values())
             by_kind[kind]["present_total"] = sum(r.get("present", 0) for r in chains.values())
+            by_kind[kind]["ids_reused"] = sum(r.get("ids_reused", 0) for r in chains.values())
         if kind == "migration":
             by_kind[kind]["version_after_kill"] = Counter(str(r.get("version_after_kill")) for r in mine)
             by_kind[kind]["stretched"] = sum(r["stretched"] for r in mine)
         if kind == "prune":
             by_kind[kind]["outcomes"] = Counter(r["outcome"] for r in mine)
+            by_kind[kind]["moments"] = Counter(r["moment"] for r in mine)
     reference = next((r for r in records if r["kind"] == "prune-reference"), None)
     failures = [f"{r['kind']} trial {r['trial']}: {p}" for r in trials for p in r["problems"]]
     result = {"seed": seed, "trials": len(trials), "killed": sum(r["killed"] for r in trials),
@@ -1487,10 +1712,12 @@ def crash(write: int = 70, server: int = 20, migration: int = 12, prune: int = 1
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", nargs="?", choices=("all", "stress", "crash"), default="all")
+    parser.add_argument("part", nargs="?", choices=("all", "stress", "open", "crash"), default="all")
     parser.add_argument("--processes", type=int, default=4)
     parser.add_argument("--writes", type=int, default=500, help="writes per server process")
     parser.add_argument("--seeded", type=int, default=50, help="faded memories seeded for the decay job (x2)")
+    parser.add_argument("--open-processes", type=int, default=8, help="processes opening one file at once")
+    parser.add_argument("--open-rounds", type=int, default=100)
     parser.add_argument("--write-trials", type=int, default=70)
     parser.add_argument("--server-trials", type=int, default=20)
     parser.add_argument("--migration-trials", type=int, default=12)
@@ -1514,6 +1741,18 @@ def main(argv=None) -> int:
                                          f"--writes {args.writes} --seed {args.seed}")
         failed |= bool(report["errors"] or report["problems"] or report["cross_check_problems"] or report["doctor_rc"])
         print_stress(report)
+    if args.part in ("all", "open"):
+        race = open_race(args.open_processes, args.open_rounds, workdir=workdir / "open" if workdir else None,
+                         quiet=args.quiet)
+        payload["open_race"] = race
+        payload["commands"]["open_race"] = (f"python benchmarks/reliability.py open --open-processes "
+                                            f"{args.open_processes} --open-rounds {args.open_rounds}")
+        failed |= bool(race["failures"])
+        print(f"open race: {race['opens_succeeded']}/{race['opens_attempted']} simultaneous opens succeeded "
+              f"({race['processes']} processes x {race['rounds']} rounds x new + version-1 file), "
+              f"{race['lock_errors']} 'database is locked', {race['wall_s']} s")
+        for line in race["failures"][:10]:
+            print(f"    {line}")
     if args.part in ("all", "crash"):
         report = crash(args.write_trials, args.server_trials, args.migration_trials, args.prune_trials,
                        seed=args.seed, workdir=workdir / "crash" if workdir else None, quiet=args.quiet)

@@ -180,3 +180,21 @@ def test_restore_backup_refuses_a_newer_schema(filled, db_path, tmp_path):
     memory.close()
     result = run_cli(db_path, "restore-backup", str(backup))
     assert result.returncode == 1 and "schema version" in result.stderr
+
+
+def test_a_faded_observation_is_purged_with_its_memory_and_doctor_stays_clean(memory, clock, monkeypatch):
+    monkeypatch.setenv("YOURMEMORY_GRAPH_DECAY", "1")
+    memory.graph.create_entities([{"name": "Kiosk", "entityType": "project", "observations": ["Runs on a Pi 4"]}])
+    clock.advance(days=400)
+    assert memory.prune()["pruned"], "the observation should fade under graph decay"
+    clock.advance(days=40)
+    assert memory.prune()["purged"] == 1
+    assert memory.db.execute("SELECT count(*) FROM observations").fetchone()[0] == 0
+    assert memory.doctor()["ok"], memory.doctor()["problems"]
+
+
+def test_doctor_reports_an_observation_without_its_memory(filled):
+    memory, _ = filled
+    memory.db.execute("PRAGMA foreign_keys = OFF")
+    memory.db.execute("UPDATE observations SET memory_id = NULL WHERE id = (SELECT min(id) FROM observations)")
+    assert any("has no memory (it cannot be searched)" in problem for problem in memory.doctor()["problems"])
