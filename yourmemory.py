@@ -616,7 +616,7 @@ def describe_database_error(error: BaseException, path: str | Path) -> str:
     lowered = text.lower()
     if "disk i/o error" in lowered and _disk_is_full(path):
         lowered += " full"
-    if "vector" in lowered or "blob" in lowered or "vec0" in lowered:
+    if any(sign in lowered for sign in ("vector", "reading from blob", "vec0")):  # sqlite-vec's own messages
         return (f"the vector index of {path} is damaged ({text}); run `yourmemory doctor`, "
                 "then `yourmemory restore-backup` from your last backup")
     if "full" in lowered:
