@@ -690,7 +690,8 @@ def _vector_problems(conn) -> list[str]:
                            ELSE user_id END,
                   status = 'active' FROM memories""")}
     problems = []
-    for memory_id, blob, scope, active in conn.execute("SELECT memory_id, embedding, scope, active FROM memory_vectors"):
+    vectors = conn.execute("SELECT memory_id, embedding, scope, active FROM memory_vectors")
+    for memory_id, blob, scope, active in vectors:
         if memory_id not in expected:
             problems.append(f"vector {memory_id} has no memory")
             continue
@@ -1318,7 +1319,7 @@ class YourMemory:
             "store": f"Stored memory {memory_id} as {category}.",
             "reinforce": f"Already known: reinforced memory {memory_id} instead of storing a duplicate.",
             "supersede": f"Stored memory {memory_id}; it supersedes "
-                         + ", ".join(f"memory {old}" for old in extra.get("supersededIds") or [extra.get("supersededId")])
+                         + ", ".join(f"memory {old}" for old in extra.get("supersededIds", []))
                          + ", kept as history and no longer recalled.",
         }
         edges = self.db.execute(  # only links the caller may see: a count must not reveal a private memory
@@ -3100,7 +3101,8 @@ def add_lesson_tools(server, memory: YourMemory, call, UserId, ApiKey) -> None:
 # ============================================================================
 # Background jobs
 # ============================================================================
-"""Work that must not block the MCP handshake: warming the model, the daily decay job."""
+"""Work that must not block the MCP handshake (warming the model, the daily decay job), and the stdio loop
+that serves the tools, reading stdin strictly."""
 
 
 def log(message: str) -> None:
@@ -3122,7 +3124,7 @@ def warm_up(memory: YourMemory) -> threading.Thread:
 
 
 class DecayTimer(threading.Thread):
-    """Runs the decay job now and every 24 hours (or $YOURMEMORY_DECAY_INTERVAL); skips a run another process just did."""
+    """Runs the decay job now and every 24 hours ($YOURMEMORY_DECAY_INTERVAL); skips a run another process just did."""
 
     def __init__(self, memory: YourMemory, interval: float | None = None):
         super().__init__(name="yourmemory-decay", daemon=True)
@@ -3559,7 +3561,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if report["previous"]:
                 print(f"Saved the replaced database as {report['previous']}")
             print(f"Restored {report['database']} from {report['backup']}: {report['counts']['memories']} memories")
-            print_doctor_report(report)
+            print(format_doctor_report(report))
             return 0 if report["ok"] else 1
         with YourMemory() as memory:
             if command == "serve":
@@ -3654,11 +3656,6 @@ def format_doctor_report(report: dict) -> str:
     more = len(report["problems"]) - len(shown)
     return "\n".join(lines + [f"PROBLEM: {problem}" for problem in shown]
                      + ([f"... and {more} more (use --json for all)"] if more else []))
-
-
-def print_doctor_report(report: dict) -> None:
-    print(format_doctor_report({"database": report["database"], "ok": report["ok"],
-                                "problems": report["problems"], "counts": report["counts"]}))
 
 
 def print_prune_report(report: dict) -> None:
