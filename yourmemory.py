@@ -659,7 +659,8 @@ def check_database(conn) -> dict:
     try:
         conn.execute("INSERT INTO memory_fts (memory_fts, rank) VALUES ('integrity-check', 1)")
     except database_errors() as error:
-        problems.append(f"the full-text index does not match the memories table ({error})")
+        if "readonly" not in str(error):  # FTS5 checks only through an INSERT, which a read-only file refuses
+            problems.append(f"the full-text index does not match the memories table ({error})")
     try:
         problems += _vector_problems(conn)
     except database_errors() as error:

@@ -642,6 +642,7 @@ def test_library_read_only_database_still_answers_reads(seeded_db, embedder):
         assert error is None, f"a read-only database cannot even be opened for reading: {error!r}"
         with memory:
             assert memory.stats()["memories"]["active"] == ACTIVE
+            assert memory.doctor()["ok"], memory.doctor()["problems"]
             assert memory.get(1)["content"] == MEMORIES[0][0]
             found = memory.recall(QUERY)["memories"]
             assert found and found[0]["content"] == MEMORIES[0][0]
