@@ -1309,10 +1309,13 @@ class YourMemory:
         """
         if speaker(old_content) != speaker(new_content):
             return False
+        may_contradict = similarity >= CONTRADICTION_MIN_SIMILARITY
+        may_announce = speaker(new_content) is None and _announces_change(new_doc) and _one_sentence(new_doc)
+        if not (may_contradict or may_announce):
+            return False  # decided from the new text alone: the old one need not be parsed
         old_doc = parse(old_content)
-        if similarity >= CONTRADICTION_MIN_SIMILARITY and contradicts(old_doc, new_doc):
-            return True
-        return speaker(new_content) is None and announces_update(old_doc, new_doc)
+        return ((may_contradict and contradicts(old_doc, new_doc))
+                or (may_announce and announces_update(old_doc, new_doc)))
 
     def _stored(self, caller: Caller, action: str, memory_id: int, category: str, inferred: bool,
                 importance: float, visibility: str, **extra) -> dict:
@@ -1962,10 +1965,7 @@ def _check_text(value: Any, field: str, limit: int) -> str:
         raise InvalidInput(field, f"must be a string, not {type(value).__name__}")
     if "\x00" in value:
         raise InvalidInput(field, "must not contain NUL characters")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInput(field, "must be valid Unicode (it contains a lone surrogate)") from None
+    _check_unicode(value, field)
     if not value.strip():
         raise InvalidInput(field, "must not be empty")
     if len(value) > limit:
