@@ -1355,7 +1355,9 @@ def build_old_template(path: Path, version: int, memories: int, entities: int, s
                   "last_accessed_at" + (", source" if source else "")
         values = [USER, "shared", content, "fact", round(rng.uniform(0.3, 0.9), 2),
                   len(yourmemory.fts_terms(conn, content)), t, t, t] + ([source] if source else [])
-        memory_id = conn.execute(f"INSERT INTO memories ({columns}) VALUES ({', '.join('?' * len(values))})",
+        # An explicit id: from version 5 a trigger refuses an id SQLite has not assigned yet.
+        memory_id = conn.execute(f"INSERT INTO memories (id, {columns}) VALUES "
+                                 f"((SELECT coalesce(max(id), 0) + 1 FROM memories), {', '.join('?' * len(values))})",
                                  values).lastrowid
         conn.execute("INSERT INTO memory_vectors (memory_id, embedding, scope, active) VALUES (?, ?, ?, 1)",
                      (memory_id, blob(embed.embed_one(content)), scope))

@@ -490,31 +490,26 @@ def model_mirror(tmp_path) -> str:
 # -- corrupted vectors -------------------------------------------------------------------------------
 
 CORRUPTED_ID = 2  # "The Postgres database runs on the db-01 host": relevant to QUERY, but not its answer
-CORRUPTIONS = ("one vector overwritten with NaN bytes", "one vector zeroed", "vector chunk cut to half",
-               "rowid map points past the chunk")
+CORRUPTIONS = ("one vector overwritten with NaN bytes", "one vector zeroed", "one vector cut to half",
+               "one vector missing")
 
 
 def corrupt_vectors(db: Path, kind: str, memory_id: int = CORRUPTED_ID) -> None:
-    """Rewrite sqlite-vec's shadow tables under the product: plain SQL on valid SQLite pages."""
+    """Damage one row of memory_vectors under the product: plain SQL on valid SQLite pages.
+
+    A vector of the wrong length needs ``ignore_check_constraints``: the table refuses one, but a
+    file written by another tool (or a bug) can still hold it.
+    """
     conn = yourmemory.connect(db)
     try:
-        chunk_id, offset = conn.execute(
-            "SELECT chunk_id, chunk_offset FROM memory_vectors_rowids WHERE rowid = ?", (memory_id,)).fetchone()
-        blob = bytearray(conn.execute("SELECT vectors FROM memory_vectors_vector_chunks00 WHERE rowid = ?",
-                                      (chunk_id,)).fetchone()[0])
         width = yourmemory.EMBEDDING_DIM * 4
-        start = offset * width
-        if kind == "one vector overwritten with NaN bytes":
-            blob[start:start + width] = b"\xff" * width
-        elif kind == "one vector zeroed":
-            blob[start:start + width] = bytes(width)
-        elif kind == "vector chunk cut to half":
-            del blob[len(blob) // 2:]
-        elif kind == "rowid map points past the chunk":
-            conn.execute("UPDATE memory_vectors_rowids SET chunk_offset = 100000 WHERE rowid = ?", (memory_id,))
+        damaged = {"one vector overwritten with NaN bytes": b"\xff" * width, "one vector zeroed": bytes(width),
+                   "one vector cut to half": bytes(width // 2)}
+        if kind == "one vector missing":
+            conn.execute("DELETE FROM memory_vectors WHERE memory_id = ?", (memory_id,))
         else:
-            raise AssertionError(kind)
-        conn.execute("UPDATE memory_vectors_vector_chunks00 SET vectors = ? WHERE rowid = ?", (bytes(blob), chunk_id))
+            conn.execute("PRAGMA ignore_check_constraints = ON")
+            conn.execute("UPDATE memory_vectors SET embedding = ? WHERE memory_id = ?", (damaged[kind], memory_id))
     finally:
         conn.close()
 
