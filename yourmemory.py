@@ -34,6 +34,7 @@ Library use::
 """
 import argparse
 import difflib
+import functools
 import getpass
 import hashlib
 import hmac
@@ -935,7 +936,7 @@ def nlp():
             import importlib
             for name in SPACY_MODULES:
                 try:
-                    _nlp = importlib.import_module(name).load()
+                    _nlp = importlib.import_module(name).load(exclude=["ner"])  # unused; half the parse time
                     break
                 except ImportError:
                     continue
@@ -988,7 +989,13 @@ def strip_speaker(text: str) -> str:
     return _SPEAKER.sub("", text, count=1)
 
 
+@functools.lru_cache(maxsize=1024)
 def parse(text: str):
+    """spaCy's parse of a memory text (without its speaker), read-only once made.
+
+    Cached: a store compares the new text with its nearest neighbours, which are mostly the
+    memories stored just before it, parsed when they were stored.
+    """
     return nlp()(strip_speaker(text)[:2000])
 
 
