@@ -1453,9 +1453,12 @@ class YourMemory:
             now = self.clock()
             # Only memories of the same visibility and owner, which the caller may read, are compared:
             # a store never reinforces, supersedes or reveals a memory the caller could not see and write.
-            comparable = [caller.scope(visibility)] if visibility in caller.can_read else []
+            # One search serves both the duplicate check and the new memory's links in its own scope
+            # (searching after the insert found the memory itself first, then these EDGE_FANOUT).
+            neighbours = self._nearest(vector, [caller.scope(visibility)], EDGE_FANOUT)
+            comparable = neighbours[:DEDUP_NEIGHBOURS] if visibility in caller.can_read else []
             outdated = []
-            for memory_id, similarity, old_content in self._nearest(vector, comparable, DEDUP_NEIGHBOURS):
+            for memory_id, similarity, old_content in comparable:
                 if similarity < UPDATE_MIN_SIMILARITY:
                     break
                 if similarity >= DUPLICATE_SIMILARITY and content_words(content) <= content_words(old_content):
@@ -1467,7 +1470,7 @@ class YourMemory:
                     continue
                 if self._replaces(old_content, content, doc, similarity):
                     outdated.append((memory_id, old_content))
-            new_id = self._insert(new, caller, vector, now)
+            new_id = self._insert(new, caller, vector, now, neighbours)
             if not outdated:
                 return self._stored(caller, "store", new_id, category, inferred, importance, visibility)
             for memory_id, _ in outdated:
@@ -1521,7 +1524,7 @@ class YourMemory:
         return [(memory_id, similarity, contents[memory_id]) for memory_id, similarity in found
                 if memory_id in contents]  # a vector without its memory (doctor reports it) is skipped
 
-    def _insert(self, new: dict, caller: Caller, vector, now: float) -> int:
+    def _insert(self, new: dict, caller: Caller, vector, now: float, neighbours: list | None = None) -> int:
         memory_id = self.db.execute(
             f"""INSERT INTO memories (id, user_id, agent_id, visibility, content, category, importance, predicate,
                                       token_count, created_at, updated_at, last_accessed_at, follows)
@@ -1532,7 +1535,7 @@ class YourMemory:
              "follows": self._previous_store(caller, new["visibility"], now)}).lastrowid
         self.db.execute("INSERT INTO memory_vectors (memory_id, embedding, scope, active) VALUES (?, ?, ?, 1)",
                         (memory_id, vector_blob(vector), caller.scope(new["visibility"])))
-        self._link(memory_id, vector, caller, new["visibility"], new["predicate"])
+        self._link(memory_id, vector, caller, new["visibility"], new["predicate"], neighbours)
         self._audit(caller, "store", memory_id, now)
         return memory_id
 
@@ -1544,7 +1547,8 @@ class YourMemory:
                ORDER BY id DESC LIMIT 1""", (caller.user, caller.agent, visibility)).fetchone()
         return row[0] if row and 0 <= now - row[1] <= CONTEXT_GAP_SECONDS else None
 
-    def _link(self, memory_id: int, vector, caller: Caller, visibility: str, predicate: str | None) -> None:
+    def _link(self, memory_id: int, vector, caller: Caller, visibility: str, predicate: str | None,
+              own_neighbours: list | None = None) -> None:
         """Connect a memory to its semantic neighbours (cosine >= 0.4).
 
         Within the memory's own scope, links go both ways. A private memory also links
@@ -1552,13 +1556,16 @@ class YourMemory:
         private one, so nobody else's recall walks into it or moves its decay clock, and
         private stores never crowd shared links out. Every memory keeps only its
         EDGE_FANOUT strongest outgoing edges, so a chatty topic cannot grow a hub.
+        ``own_neighbours``: the own scope's search, if the caller made it just before inserting.
         """
         weight = verb_weight(predicate)
         own = caller.scope(visibility)
         reach = [own] + ([caller.scope("shared")] if visibility == "private" and "shared" in caller.can_read else [])
         sources = {memory_id}
         for scope in reach:
-            for other_id, similarity, _ in self._nearest(vector, [scope], EDGE_FANOUT + 1):
+            found = own_neighbours if scope == own and own_neighbours is not None else \
+                self._nearest(vector, [scope], EDGE_FANOUT + 1)
+            for other_id, similarity, _ in found:
                 if other_id == memory_id or similarity < EDGE_MIN_SIMILARITY:
                     continue
                 pairs = [(memory_id, other_id)] + ([(other_id, memory_id)] if scope == own else [])
