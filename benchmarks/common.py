@@ -31,8 +31,9 @@ class Progress:
         self.total, self.label, self.done, self.started = total, label, 0, time.monotonic()
 
     def step(self, n: int = 1) -> None:
-        self.done += n
-        if self.done == self.total or self.done % max(1, self.total // 200) == 0:
+        every = max(1, self.total // 200)
+        before, self.done = self.done, self.done + n
+        if self.done == self.total or self.done // every != before // every:  # steps of n > 1 cross marks
             elapsed = time.monotonic() - self.started
             eta = elapsed / self.done * (self.total - self.done) if self.done else 0
             filled = int(30 * self.done / self.total)
