@@ -1422,6 +1422,11 @@ class YourMemory:
         with self._lock:
             self.db.close()
 
+    def load_vector_index(self) -> None:
+        """Read the vector sketches now rather than at the first search (servers do it at start)."""
+        with self._lock, transaction(self.db, write=False):
+            self.vectors.refresh(self.db)
+
     def __enter__(self) -> "YourMemory":
         return self
 
@@ -3291,12 +3296,13 @@ def log(message: str) -> None:
 
 
 def warm_up(memory: YourMemory) -> threading.Thread:
-    """Load the embedding model and spaCy in the background."""
+    """Load the embedding model, spaCy and the vector sketches (1-2 s at 100k memories) in the background."""
     def run():
         try:
             memory.embedder.load()
             nlp()
-        except Exception as error:  # the tools report it again, clearly, when they need the model
+            memory.load_vector_index()
+        except Exception as error:  # the tools report it again, clearly, when they need it
             log(str(error))
     thread = threading.Thread(target=run, name="yourmemory-warm-up", daemon=True)
     thread.start()

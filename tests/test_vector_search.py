@@ -148,3 +148,13 @@ def test_upgrading_a_version_5_database_keeps_every_vector(tmp_path, clock, embe
             {m: v.tolist() for m, v in vectors.items()}
         assert memory.recall("Which CI system do we use?", top_k=1)["memories"][0]["id"] == 3
         assert memory.doctor()["ok"]
+
+
+def test_loading_the_index_up_front_reads_every_active_vector_and_no_other(memory):
+    ids = store_all(memory, FACTS[:6])
+    memory.forget(ids[1])
+    fresh = YourMemory(memory.path, user="ada", clock=memory.clock, embedder=memory.embedder)
+    with fresh:
+        assert fresh.vectors.scope_of == {}
+        fresh.load_vector_index()
+        assert fresh.vectors.scope_of == {memory_id: "ada" for memory_id in ids if memory_id != ids[1]}
