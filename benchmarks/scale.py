@@ -1,113 +1,200 @@
-"""Store and recall latency, KNN against a numpy brute-force scan, RSS and database size, at N memories.
+"""Store and recall latency, the vector stage against a numpy scan, memory and database size, at N memories.
 
-    python benchmarks/scale.py --sizes 1000
+    python benchmarks/scale.py --sizes 1000,10000,100000 --vectors 1000000
 
-Memories are LoCoMo dialog turns ("Speaker: text"), stored one by one through the
-full store path (embedding, dedup/contradiction check, linking). Queries are LoCoMo
-questions. Latencies are medians and 95th percentiles from one run; the KNN stage
-is also reported as a ratio to a numpy scan over the same vectors on the same
-machine in the same run, which says more than seconds on a noisy 2-core box.
+For each size N, a fresh database is filled with N memories from benchmarks/corpus.py
+(LoCoMo turns, then docstring sentences; real all-mpnet-base-v2 vectors, cached) through
+``import_memory``: the product's insert path with linking, minus the duplicate check. Then,
+on that database:
+
+- store: 200 further corpus texts through ``store`` with the real model (embedding, spaCy,
+  duplicate/contradiction check, linking), beside one ``embed_one`` call on the same text;
+- recall: 200 LoCoMo questions with ``top_k=10``, embedding the query, and again with the
+  query vector replayed (search, BM25, fusion, graph, reinforcement only);
+- vector stage: ``nearest_vectors`` (sketch candidates + exact cosine in SQLite, k = 40 as
+  recall asks) against a numpy brute-force scan over the same vectors in RAM, in the same
+  run, and the share of the exact top 10 it returns (recall@10 against exact search).
+
+``--vectors`` runs the vector stage alone at that many vectors: the real corpus vectors plus
+perturbed copies (Gaussian noise, renormalised) to fill up, written straight into
+``memory_vectors``. Latencies are medians and 95th percentiles of one run; ratios to numpy
+say more than milliseconds on a noisy 2-core machine. Each size's result replaces that size's
+entry in results/scale.json and the others stay, so sizes can be run one at a time.
 """
 from __future__ import annotations
 
 import argparse
-import resource
+import json
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-from common import Progress, load_locomo, machine, median, percentile, write_results
-from locomo import turn_units
+from common import RESULTS, Progress, load_locomo, machine, median, percentile, write_results
+from corpus import corpus
 
 import yourmemory
-from yourmemory import InvalidInput, YourMemory
+from yourmemory import InvalidInput, VectorIndex, YourMemory, nearest_vectors
 
-KNN_K = 40
+KNN_K = 40          # what recall(top_k=10) asks the vector stage for
 QUERIES = 200
+STORE_PROBES = 200
+USER = "bench"
 
 
-class RememberingEmbedder:
-    """Wraps the real embedder; replays vectors it has seen, to time recall without the model."""
+class ReplayEmbedder:
+    """Known vectors by text (the corpus, cached queries); anything else goes to the real model."""
 
-    def __init__(self, embedder):
-        self.embedder, self.seen = embedder, {}
+    def __init__(self, embedder, known: dict[str, np.ndarray]):
+        self.embedder, self.known = embedder, known
 
     def embed_one(self, text):
-        if text not in self.seen:
-            self.seen[text] = self.embedder.embed_one(text)
-        return self.seen[text]
+        if text not in self.known:
+            self.known[text] = self.embedder.embed_one(text)
+        return self.known[text]
 
     def embed(self, texts):
         return np.stack([self.embed_one(t) for t in texts])
 
 
-def texts(samples, n):
-    turns = [content for s in samples for _, content in turn_units(s)]
-    out, round_ = [], 0
-    while len(out) < n:
-        out += [t if round_ == 0 else f"{t} (#{round_})" for t in turns][: n - len(out)]
-        round_ += 1
-    return out
-
-
-def timed(fn, *args, **kwargs):
+def timed(fn, *args, **kwargs) -> tuple[float, object]:
     started = time.perf_counter()
-    fn(*args, **kwargs)
-    return (time.perf_counter() - started) * 1000
+    result = fn(*args, **kwargs)
+    return (time.perf_counter() - started) * 1000, result
 
 
-def measure(size, samples, embedder, workdir: Path) -> dict:
-    replay = RememberingEmbedder(embedder)
+def stats(values: list[float]) -> dict:
+    return {"p50": round(median(values), 3), "p95": round(percentile(values, 95), 3)}
+
+
+def memory_mb() -> dict:
+    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
+    return {"rss_mb": round(int(status["VmRSS"].split()[0]) / 1024, 1),
+            "peak_rss_mb": round(int(status["VmHWM"].split()[0]) / 1024, 1)}
+
+
+def vector_stage(conn, index: VectorIndex, matrix: np.ndarray, ids: np.ndarray, queries: np.ndarray) -> dict:
+    """nearest_vectors against numpy over the same vectors; recall@10 against the exact top 10."""
+    stage_ms, numpy_ms, overlap = [], [], []
+    for query in queries:
+        ms, found = timed(nearest_vectors, conn, index, query, [USER], KNN_K)
+        stage_ms.append(ms)
+        ms, top = timed(lambda q: np.argpartition(-(matrix @ q), KNN_K)[:KNN_K], query)
+        numpy_ms.append(ms)
+        # A returned vector counts if it is as near as the exact 10th: identical vectors (the same
+        # text stored twice) tie, and which of them comes first is arbitrary.
+        similarities = dict(zip(ids.tolist(), (matrix @ query).tolist()))
+        tenth = np.sort(matrix @ query)[-10]
+        overlap.append(sum(similarities[memory_id] >= tenth - 1e-6 for memory_id, _ in found[:10]) / 10)
+    return {"vector_stage_ms": stats(stage_ms), "numpy_scan_ms": stats(numpy_ms),
+            "vector_stage_to_numpy": round(median(stage_ms) / median(numpy_ms), 2),
+            "recall_at_10_vs_exact": round(float(np.mean(overlap)), 4)}
+
+
+def measure(size: int, samples: list[dict], embedder, questions: list[str], workdir: Path) -> dict:
+    texts, vectors, digest = corpus(samples, size + STORE_PROBES)
+    base, probes = texts[:size], texts[size:]
+    known = dict(zip(texts, vectors))
     db = workdir / f"scale-{size}.db"
-    memory = YourMemory(db, user="bench", embedder=replay)
-    store_ms, refused = [], 0
-    progress = Progress(size, f"store {size}")
-    for text in texts(samples, size):
-        started = time.perf_counter()
+    memory = YourMemory(db, user=USER, embedder=ReplayEmbedder(embedder, known))
+    progress, started = Progress(size, f"import {size}"), time.perf_counter()
+    for text in base:
+        memory.import_memory({"content": text, "importance": 0.7})
+        progress.step()
+    load_seconds = time.perf_counter() - started
+
+    memory.embedder = embedder  # stores and first recalls pay for the real model
+    store_ms, embed_ms, refused = [], [], 0
+    for text in probes:
         try:
-            memory.store(text, importance=0.7)
-            store_ms.append((time.perf_counter() - started) * 1000)
+            store_ms.append(timed(memory.store, text, 0.7)[0])
         except InvalidInput:
             refused += 1
-        progress.step()
-    queries = [q["question"] for s in samples for q in s["qa"]][:QUERIES]
-    recall_ms = [timed(memory.recall, q, 10) for q in queries]          # embeds each query
-    replay_ms = [timed(memory.recall, q, 10) for q in queries]          # same queries, vectors replayed
-    vectors = [replay.embed_one(q) for q in queries]
-    knn_ms = [timed(memory._nearest, v, "bench", KNN_K) for v in vectors]
-    matrix = np.stack([np.frombuffer(blob, dtype=np.float32) for (blob,) in
-                       memory.db.execute("SELECT embedding FROM memory_vectors")])
-    numpy_ms = [timed(lambda v: np.argpartition(-(matrix @ v), KNN_K)[:KNN_K], v) for v in vectors]
+            continue
+        embed_ms.append(timed(embedder.embed_one, text)[0])
+    recall_ms = [timed(memory.recall, q, 10)[0] for q in questions]
+    query_vectors = np.stack([embedder.embed_one(q) for q in questions])
+    memory.embedder = ReplayEmbedder(embedder, dict(zip(questions, query_vectors)))
+    replay_ms = [timed(memory.recall, q, 10)[0] for q in questions]
+
+    rows = memory.db.execute("SELECT memory_id, embedding FROM memory_vectors WHERE active = 1 AND scope = ?",
+                             (USER,)).fetchall()
+    ids = np.array([memory_id for memory_id, _ in rows])
+    matrix = np.frombuffer(b"".join(blob for _, blob in rows), dtype=np.float32).reshape(len(rows), -1)
+    stage = vector_stage(memory.db, memory.vectors, matrix, ids, query_vectors)
+    active = memory.db.execute("SELECT count(*) FROM memories WHERE status = 'active'").fetchone()[0]
     memory.close()
-    size_bytes = sum(p.stat().st_size for p in workdir.glob(f"scale-{size}.db*"))
     return {
-        "memories": size, "refused_as_questions": refused,
-        "store_ms": {"p50": round(median(store_ms), 2), "p95": round(percentile(store_ms, 95), 2)},
-        "recall_ms": {"p50": round(median(recall_ms), 2), "p95": round(percentile(recall_ms, 95), 2)},
-        "recall_without_embedding_ms": {"p50": round(median(replay_ms), 2), "p95": round(percentile(replay_ms, 95), 2)},
-        "knn_sqlite_vec_ms_p50": round(median(knn_ms), 3), "knn_numpy_ms_p50": round(median(numpy_ms), 3),
-        "knn_ratio_sqlite_vec_to_numpy": round(median(knn_ms) / median(numpy_ms), 2),
-        "database_bytes": size_bytes,
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "memories": size, "active_after_run": active, "corpus_sha256": digest,
+        "import_per_second": round(size / load_seconds, 1),
+        "store_ms": stats(store_ms), "embed_one_ms": stats(embed_ms),
+        "store_to_embedding": round(median(store_ms) / median(embed_ms), 2), "store_refused": refused,
+        "recall_ms": stats(recall_ms), "recall_without_embedding_ms": stats(replay_ms),
+        **stage,
+        "database_bytes": sum(p.stat().st_size for p in workdir.glob(f"scale-{size}.db*")),
+        **memory_mb(),
     }
+
+
+def measure_vectors(count: int, samples: list[dict], query_vectors: np.ndarray, workdir: Path) -> dict:
+    """The vector stage alone at ``count`` vectors (real corpus vectors, then perturbed copies)."""
+    _, real, digest = corpus(samples, min(count, 100_000))
+    rng = np.random.default_rng(7)
+    matrix = np.empty((count, real.shape[1]), dtype=np.float32)
+    matrix[:len(real)] = real
+    for start in range(len(real), count, 50_000):
+        end = min(count, start + 50_000)
+        copies = real[rng.integers(0, len(real), end - start)] + rng.normal(0, 0.02, (end - start, real.shape[1]))
+        matrix[start:end] = copies / np.linalg.norm(copies, axis=1, keepdims=True)
+    conn = yourmemory.connect(workdir / f"vectors-{count}.db")
+    progress = Progress(count, f"write {count} vectors")
+    for start in range(0, count, 10_000):
+        batch = range(start, min(count, start + 10_000))
+        with yourmemory.transaction(conn):
+            conn.executemany("INSERT INTO memory_vectors (memory_id, embedding, scope, active) VALUES (?, ?, ?, 1)",
+                             ((i + 1, matrix[i].tobytes(), USER) for i in batch))
+        progress.step(len(batch))
+    index = VectorIndex()
+    load_ms, _ = timed(index.load, conn)
+    stage = vector_stage(conn, index, matrix, np.arange(1, count + 1), query_vectors)
+    conn.close()
+    return {"vectors": count, "real_vectors": len(real), "corpus_sha256": digest,
+            "sketch_load_ms": round(load_ms, 1), **stage,
+            "database_bytes": sum(p.stat().st_size for p in workdir.glob(f"vectors-{count}.db*")), **memory_mb()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000", help="comma-separated memory counts (default 1000)")
+    parser.add_argument("--vectors", type=int, default=0, help="also run the vector stage alone at this many vectors")
     parser.add_argument("--data", help="path to locomo10.json (default: ../shared/data/locomo10.json)")
     args = parser.parse_args()
     samples = load_locomo(args.data)
     embedder = yourmemory.Embedder().load()
+    questions = [q["question"] for s in samples for q in s["qa"]][:QUERIES]
     results = []
-    with tempfile.TemporaryDirectory(prefix="yourmemory-scale-") as workdir:
-        for size in [int(s) for s in args.sizes.split(",")]:
-            result = measure(size, samples, embedder, Path(workdir))
-            print(result)
-            results.append(result)
-    path = write_results("scale.json", {"benchmark": "scale", "machine": machine(), "results": results})
+    with tempfile.TemporaryDirectory(prefix="yourmemory-scale-", dir=Path.home()) as workdir:
+        for size in [int(s) for s in args.sizes.split(",") if s]:
+            results.append({"date": machine()["date"], **measure(size, samples, embedder, questions, Path(workdir))})
+            print(results[-1], flush=True)
+        if args.vectors:
+            query_vectors = np.stack([embedder.embed_one(q) for q in questions])
+            results.append({"date": machine()["date"],
+                            **measure_vectors(args.vectors, samples, query_vectors, Path(workdir))})
+            print(results[-1], flush=True)
+    path = write_results("scale.json", {"benchmark": "scale", "machine": machine(),
+                                        "results": merged(RESULTS / "scale.json", results)})
     print(f"results: {path}")
+
+
+def merged(path: Path, results: list[dict]) -> list[dict]:
+    """Earlier results for other sizes are kept (each carries its date), so sizes can run separately."""
+    def key(result):
+        return ("memories", result["memories"]) if "memories" in result else ("vectors", result["vectors"])
+    fresh = {key(r) for r in results}
+    earlier = json.loads(path.read_text())["results"] if path.is_file() else []
+    kept = [r for r in earlier if key(r) not in fresh and "date" in r]
+    return sorted(kept + results, key=lambda r: key(r))
 
 
 if __name__ == "__main__":
