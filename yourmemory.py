@@ -99,6 +99,11 @@ CONTEXT_GAP_SECONDS = 30 * 60
 CONTEXT_STEPS = 2
 CONTEXT_SHARE = 0.5
 
+# Vector search: candidates by the Hamming distance of one-bit sketches, then exact cosine.
+SKETCH_MIN_CANDIDATES = 400         # per scope; a scope this small is searched exactly
+SKETCH_OVERSAMPLE = 10              # candidates per neighbour asked for, above the minimum
+VECTOR_LOG_KEPT = 10_000            # changes kept for other processes to catch up; beyond, they reload
+
 # Graph: new memories link to existing ones at cosine >= 0.4 (weight = cosine * verb weight).
 EDGE_MIN_SIMILARITY = 0.4
 EDGE_FANOUT = 10
@@ -120,11 +125,6 @@ NO_VERB_WEIGHT = 0.5
 DUPLICATE_SIMILARITY = 0.92
 CONTRADICTION_MIN_SIMILARITY = 0.6
 DEDUP_NEIGHBOURS = 5
-
-# Vector search: candidates by the Hamming distance of one-bit sketches, then exact cosine.
-SKETCH_MIN_CANDIDATES = 400         # per scope; a scope this small is searched exactly
-SKETCH_OVERSAMPLE = 10              # candidates per neighbour asked for, above the minimum
-VECTOR_LOG_KEPT = 10_000            # changes kept for other processes to catch up; beyond, they reload
 MAX_CHANGED_TOKENS = 4
 # Predicates whose object has one value at a time: a new value replaces the old one.
 EXCLUSIVE_PREDICATES = {
