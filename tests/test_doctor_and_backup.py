@@ -61,6 +61,7 @@ def test_a_healthy_database_is_clean_and_counted(filled):
     ("INSERT INTO memory_fts (memory_fts, rowid, content) VALUES ('delete', {first}, '{first_content}')",
      "full-text index does not match"),
     ("DELETE FROM observations", "no observation or lesson refers to it"),
+    ("UPDATE memory_counts SET tokens = tokens + 1", "BM25 counts for 'ada'"),
     ("INSERT INTO memory_vectors (memory_id, embedding, scope, active) "
      "SELECT 999, embedding, scope, active FROM memory_vectors WHERE memory_id = {first}", "vector 999 has no memory"),
 ])

@@ -90,3 +90,40 @@ def test_two_processes_writing_one_database_lose_nothing(db_path, embedder, tmp_
     with YourMemory(db_path, user="ada", embedder=embedder) as memory:
         contents = [r[0] for r in memory.db.execute("SELECT content FROM memories")]
     assert len(contents) == len(set(contents)) == 30
+
+
+def bm25_counts_match_the_memories_table(memory) -> None:
+    assert not memory.db.execute(yourmemory.MISCOUNTED_SQL).fetchall()
+    visible = {"user": "ada", "agent": None, "read_shared": 1, "read_private": 0}
+    counted = memory.db.execute(
+        f"SELECT sum(documents), sum(tokens) FROM memory_counts AS m WHERE {yourmemory.VISIBLE_TO_CALLER}",
+        visible).fetchone()
+    actual = memory.db.execute(
+        f"""SELECT count(*), sum(token_count) FROM memories AS m
+            WHERE m.status = 'active' AND {yourmemory.VISIBLE_TO_CALLER}""", visible).fetchone()
+    assert counted == actual
+
+
+def test_bm25_counts_follow_every_kind_of_write(memory, clock):
+    """BM25's document count and average length come from trigger-kept sums, not a count per recall."""
+    first = memory.store("The staging database runs Postgres 15", 0.2)["id"]
+    memory.store("The staging database runs Postgres 16", 0.5)  # supersedes the first
+    kept = memory.store("Deployments are frozen on Fridays after noon", 0.9)["id"]
+    doomed = memory.store("Grace owns the billing service and its alerts", 0.1)["id"]
+    memory.update(kept, "Deployments are frozen on Fridays after noon and on public holidays too")
+    memory.forget(doomed)
+    key = memory.register_agent("coder")["api_key"]
+    memory.store("My scratch branch is ada/experiments", api_key=key, visibility="private")
+    memory.graph.create_entities([{"name": "Lisbon office", "entityType": "place",
+                                   "observations": ["The design team meets there every spring"]}])
+    memory.import_memory({"content": "Backups are kept for 35 days", "importance": 0.6})
+    bm25_counts_match_the_memories_table(memory)
+    assert memory.db.execute("SELECT status FROM memories WHERE id = ?", (first,)).fetchone() == ("superseded",)
+
+    clock.advance(days=400)
+    pruned = memory.prune()["pruned"]
+    assert pruned
+    bm25_counts_match_the_memories_table(memory)
+    memory.restore(pruned[0])
+    memory.graph.delete_entities(["Lisbon office"])
+    bm25_counts_match_the_memories_table(memory)
