@@ -1266,22 +1266,25 @@ def nearest_vectors(conn, index: VectorIndex, vector, scopes: list[str], k: int)
 
 
 class _ScopeSketches:
-    """The sketches of one scope in two growing numpy arrays; a removal moves the last row into the gap."""
+    """The sketches of one scope, word by word: ``bits[w]`` holds word w of every sketch, so the
+    Hamming distance is 12 additions of long contiguous rows (half the time of a sum across each
+    sketch, 100k sketches). A removal moves the last sketch into the gap."""
 
     def __init__(self):
         import numpy as np
         self.ids = np.zeros(64, dtype=np.int64)
-        self.bits = np.zeros((64, SKETCH_WORDS), dtype=np.uint64)
+        self.bits = np.zeros((SKETCH_WORDS, 64), dtype=np.uint64)
         self.size, self.row = 0, {}
 
     def put(self, memory_id: int, bits) -> None:
+        import numpy as np
         if memory_id in self.row:
-            self.bits[self.row[memory_id]] = bits
+            self.bits[:, self.row[memory_id]] = bits
             return
         if self.size == len(self.ids):
-            self.ids.resize(2 * self.size, refcheck=False)
-            self.bits.resize((2 * self.size, SKETCH_WORDS), refcheck=False)
-        self.ids[self.size], self.bits[self.size] = memory_id, bits
+            self.ids = np.concatenate([self.ids, np.zeros_like(self.ids)])
+            self.bits = np.concatenate([self.bits, np.zeros_like(self.bits)], axis=1)
+        self.ids[self.size], self.bits[:, self.size] = memory_id, bits
         self.row[memory_id] = self.size
         self.size += 1
 
@@ -1290,7 +1293,7 @@ class _ScopeSketches:
         if row is None:
             return
         if row != last:
-            self.ids[row], self.bits[row] = self.ids[last], self.bits[last]
+            self.ids[row], self.bits[:, row] = self.ids[last], self.bits[:, last]
             self.row[int(self.ids[row])] = row
         self.size = last
 
@@ -1298,7 +1301,7 @@ class _ScopeSketches:
         import numpy as np
         if self.size <= n:
             return self.ids[:self.size].tolist()
-        distances = np.bitwise_count(self.bits[:self.size] ^ query_bits).sum(axis=1, dtype=np.uint16)
+        distances = np.bitwise_count(self.bits[:, :self.size] ^ query_bits[:, None]).sum(axis=0, dtype=np.uint16)
         return self.ids[np.argpartition(distances, n)[:n]].tolist()
 
 
