@@ -5,7 +5,7 @@
 LoCoMo has 5,882 turns; 100,000 memories need more text than that. The corpus is the
 LoCoMo turns ("Speaker: text") followed by sentences from the docstrings of every Python
 file on this interpreter's path (the standard library and the installed packages), each
-20-300 characters, starting with a capital letter and free of code-like characters, in a
+20-300 printable characters, starting with a capital letter, free of code-like characters, in a
 fixed pseudo-random order. Different machines have different packages, so the corpus
 differs between machines; its size and SHA-256 go into the results.
 
@@ -55,7 +55,7 @@ def _sentences(docstring: str):
     for paragraph in re.split(r"\n\s*\n", docstring):
         for sentence in SENTENCE_END.split(" ".join(paragraph.split())):
             if (20 <= len(sentence) <= 300 and re.match(r"[A-Z][a-z]", sentence) and sentence.count(" ") >= 3
-                    and not CODE_LIKE.search(sentence)):
+                    and sentence.isprintable() and not CODE_LIKE.search(sentence)):
                 yield sentence
 
 

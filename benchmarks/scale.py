@@ -98,9 +98,12 @@ def measure(size: int, samples: list[dict], embedder, questions: list[str], work
     known = dict(zip(texts, vectors))
     db = workdir / f"scale-{size}.db"
     memory = YourMemory(db, user=USER, embedder=ReplayEmbedder(embedder, known))
-    progress, started = Progress(size, f"import {size}"), time.perf_counter()
+    progress, started, import_refused = Progress(size, f"import {size}"), time.perf_counter(), 0
     for text in base:
-        memory.import_memory({"content": text, "importance": 0.7})
+        try:
+            memory.import_memory({"content": text, "importance": 0.7})
+        except InvalidInput:
+            import_refused += 1
         progress.step()
     load_seconds = time.perf_counter() - started
 
@@ -127,7 +130,7 @@ def measure(size: int, samples: list[dict], embedder, questions: list[str], work
     memory.close()
     return {
         "memories": size, "active_after_run": active, "corpus_sha256": digest,
-        "import_per_second": round(size / load_seconds, 1),
+        "import_per_second": round(size / load_seconds, 1), "import_refused": import_refused,
         "store_ms": stats(store_ms), "embed_one_ms": stats(embed_ms),
         "store_to_embedding": round(median(store_ms) / median(embed_ms), 2), "store_refused": refused,
         "recall_ms": stats(recall_ms), "recall_without_embedding_ms": stats(replay_ms),
