@@ -1579,7 +1579,9 @@ class YourMemory:
                          + ", kept as history and no longer recalled.",
         }
         edges = self.db.execute(  # only links the caller may see: a count must not reveal a private memory
-            f"""SELECT count(*) FROM memory_edges AS e JOIN memories AS m ON m.id = e.target_id
+            # CROSS JOIN keeps the memory's own edges as the outer loop: left to itself, the planner
+            # walked every memory of the user first (EXPLAIN QUERY PLAN), a scan per store.
+            f"""SELECT count(*) FROM memory_edges AS e CROSS JOIN memories AS m ON m.id = e.target_id
                 WHERE e.source_id = :id AND {VISIBLE_TO_CALLER}""", {"id": memory_id, **caller.sql()}).fetchone()[0]
         return {"action": action, "id": memory_id, "category": category, "categoryInferred": inferred,
                 "importance": importance, "visibility": visibility, "edges": edges, "message": messages[action],
