@@ -417,7 +417,7 @@ MIGRATIONS: list[str] = [
     """,
     # 6: vectors move from a vec0 table to a plain one. Search picks candidates from one-bit sketches
     # held in RAM (VectorIndex) and rescores them with sqlite-vec's exact cosine, which needs fast
-    # lookups by id: 400 of them took 24 ms from vec0 and 1 ms from a rowid table (50k vectors).
+    # lookups by id: 400 of them took 22.7 ms from vec0, 1.6 ms from a rowid table (benchmarks/vector_lab.py).
     # Every change is logged, so the sketches of each process follow the other processes' writes.
     f"""
     CREATE TABLE memory_vectors_plain (
@@ -450,7 +450,7 @@ MIGRATIONS: list[str] = [
     END;
 
     -- BM25 needs the count and average length of the active memories a caller may see; counting them
-    -- took 19 ms per recall at 100k memories. Triggers keep the sums per owner and visibility instead.
+    -- was a scan of the caller's memories per recall. Triggers keep the sums per owner and visibility instead.
     CREATE TABLE memory_counts (
         user_id    TEXT    NOT NULL,
         visibility TEXT    NOT NULL,
@@ -741,7 +741,8 @@ def check_database(conn) -> dict:
     problems += [f"observation {observation_id} has no memory (it cannot be searched)"
                  for (observation_id,) in conn.execute("SELECT id FROM observations WHERE memory_id IS NULL")]
     problems += [f"BM25 counts for {user!r} ({visibility}{' of ' + agent if agent else ''}) say {said}, "
-                 f"the memories table {actual}" for user, visibility, agent, said, actual in conn.execute(MISCOUNTED_SQL)]
+                 f"the memories table {actual}"
+                 for user, visibility, agent, said, actual in conn.execute(MISCOUNTED_SQL)]
     counts = {table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in COUNTED_TABLES}
     return {"ok": not problems, "problems": problems, "counts": counts}
 
@@ -1180,8 +1181,9 @@ class VectorIndex:
 
     A sketch keeps the sign of each of the 768 dimensions (96 bytes). The Hamming distance of
     two sketches tracks the angle between the vectors, and numpy counts it over 100k sketches
-    faster than it can multiply 100k float vectors, where sqlite-vec's own scans measured 3x
-    (bit[768], k = 200) to 13x (float) slower than numpy. The sketches only choose candidates:
+    faster than it can multiply the float vectors, where sqlite-vec's own scans measured 1.8x
+    (bit[768], k = 200) and 10.5x (float) slower than numpy (benchmarks/vector_lab.py, 50k
+    vectors). The sketches only choose candidates:
     ``YourMemory._nearest`` rescores them with sqlite-vec's exact cosine from SQLite, so a
     scope of up to ``SKETCH_MIN_CANDIDATES`` vectors is searched exactly.
 
@@ -1267,8 +1269,8 @@ def nearest_vectors(conn, index: VectorIndex, vector, scopes: list[str], k: int)
 
 class _ScopeSketches:
     """The sketches of one scope, word by word: ``bits[w]`` holds word w of every sketch, so the
-    Hamming distance is 12 additions of long contiguous rows (half the time of a sum across each
-    sketch, 100k sketches). A removal moves the last sketch into the gap."""
+    Hamming distance is 12 additions of long contiguous rows rather than a short sum per sketch,
+    which numpy does slowly. A removal moves the last sketch into the gap."""
 
     def __init__(self):
         import numpy as np
@@ -1352,8 +1354,8 @@ def bm25_scores(conn, terms: list[str], visible: dict, limit: int | None = None)
     if not terms:
         return {}
     documents, tokens = conn.execute(
-        f"SELECT coalesce(sum(documents), 0), coalesce(sum(tokens), 0) FROM memory_counts AS m WHERE {VISIBLE_TO_CALLER}",
-        visible).fetchone()
+        f"""SELECT coalesce(sum(documents), 0), coalesce(sum(tokens), 0) FROM memory_counts AS m
+            WHERE {VISIBLE_TO_CALLER}""", visible).fetchone()
     average_length = tokens / documents if documents and tokens else 1.0
     scores: dict[int, float] = {}
     for term in terms:
@@ -2040,7 +2042,7 @@ class YourMemory:
         with self._lock, transaction(self.db):
             now = self.clock()
             # The same text has the same vector, so a copy already stored is among the nearest memories,
-            # which linking needs anyway; comparing content with every memory took 15 ms at 100k memories.
+            # which linking needs anyway; comparing the content of every memory was a scan per import.
             neighbours = self._nearest(vector, [caller.scope("shared")], EDGE_FANOUT)
             if self.db.execute(
                     """SELECT 1 FROM memories WHERE id IN (SELECT value FROM json_each(?)) AND content = ?
@@ -3368,7 +3370,7 @@ def log(message: str) -> None:
 
 
 def warm_up(memory: YourMemory) -> threading.Thread:
-    """Load the embedding model, spaCy and the vector sketches (1-2 s at 100k memories) in the background."""
+    """Load the embedding model, spaCy and the vector sketches (9.8 s at 1M vectors) in the background."""
     def run():
         try:
             memory.embedder.load()
