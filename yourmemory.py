@@ -3369,18 +3369,32 @@ def log(message: str) -> None:
     print(f"yourmemory: {message}", file=sys.stderr, flush=True)
 
 
-def warm_up(memory: YourMemory) -> threading.Thread:
-    """Load the embedding model, spaCy and the vector sketches (9.8 s at 1M vectors) in the background."""
-    def run():
+class WarmUp(threading.Thread):
+    """Loads the embedding model, spaCy and the vector sketches (9.8 s at 1M vectors) in the background.
+
+    The server waits for it before exiting: a process that exits while onnxruntime is still creating
+    its session aborts in C++ ("terminate called without an active exception") instead of exiting 0.
+    A finish() between steps skips what is left, so a client that leaves at once is not held for long.
+    """
+
+    def __init__(self, memory: YourMemory):
+        super().__init__(name="yourmemory-warm-up", daemon=True)
+        self.memory, self.finishing = memory, threading.Event()
+
+    def run(self) -> None:
+        steps = (self.memory.embedder.load, nlp, self.memory.load_vector_index)
         try:
-            memory.embedder.load()
-            nlp()
-            memory.load_vector_index()
+            for step in steps:
+                if self.finishing.is_set():
+                    return
+                step()
         except Exception as error:  # the tools report it again, clearly, when they need it
             log(str(error))
-    thread = threading.Thread(target=run, name="yourmemory-warm-up", daemon=True)
-    thread.start()
-    return thread
+
+    def finish(self) -> None:
+        """Skip the steps not begun and wait for the one running to end."""
+        self.finishing.set()
+        self.join()
 
 
 class DecayTimer(threading.Thread):
@@ -3409,13 +3423,14 @@ def serve(memory: YourMemory) -> None:
     """Run the stdio MCP server until the client disconnects."""
     import anyio
     server = build_server(memory)
-    warm_up(memory)
-    timer = DecayTimer(memory)
+    warming, timer = WarmUp(memory), DecayTimer(memory)
+    warming.start()
     timer.start()
     try:
         anyio.run(serve_stdio, server)
     finally:
         timer.stop()
+        warming.finish()
 
 
 async def serve_stdio(server) -> None:

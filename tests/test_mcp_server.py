@@ -3,8 +3,12 @@
 Every test launches the real server process (real model, real SQLite) on a database in tmp_path;
 launches are few because each one costs seconds.
 """
+import io
 import json
 import os
+import subprocess
+import sys
+import threading
 from contextlib import asynccontextmanager
 
 import anyio
@@ -233,3 +237,30 @@ def test_memories_persist_across_two_server_launches_on_the_same_database(server
     assert found["memories"][0]["id"] == stored["id"]
     assert found["memories"][0]["content"] == "The team standup is at 9:30 every weekday"
     assert found["memories"][0]["recall_count"] >= 1
+
+
+IMMEDIATE_DISCONNECTS = 6  # the abort hit 2 launches in 20 before the fix
+
+
+def test_a_client_that_disconnects_at_once_leaves_a_server_that_exits_0_every_time(tmp_path):
+    """A server whose stdin closes while the model is still loading must wait for the load, not abort.
+
+    onnxruntime aborted the process ("terminate called without an active exception", SIGABRT) when
+    the interpreter exited during its session setup in the warm-up thread.
+    """
+    env = {**os.environ, "YOURMEMORY_DB": str(tmp_path / "memory.db"), "YOURMEMORY_USER": "tester",
+           "YOURMEMORY_HOME": str(tmp_path / "home")}
+    for launch in range(IMMEDIATE_DISCONNECTS):
+        done = subprocess.run([installed_entry_point(), "serve"], env=env, cwd=tmp_path, stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=300)
+        assert (launch, done.returncode, done.stderr) == (launch, 0, ""), done.stderr[-2000:]
+
+
+def test_serve_returns_only_after_the_model_load_it_started_has_ended(tmp_path, monkeypatch):
+    """The deterministic half of the test above: serve() with stdin at EOF from the start returns
+    with no warm-up thread left running, although loading the model takes longer than the session."""
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"")))
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO()))
+    with YourMemory(tmp_path / "memory.db", user="tester", embedder=yourmemory.Embedder()) as memory:
+        yourmemory.serve(memory)
+        assert [t.name for t in threading.enumerate() if t.name == "yourmemory-warm-up"] == []
