@@ -137,9 +137,19 @@ CHANGE_VERBS = {"switch", "move", "migrate", "change", "upgrade", "downgrade", "
 UPDATE_VERBS = CHANGE_VERBS | {
     "replace", "rename", "raise", "lower", "increase", "decrease", "reduce", "bump", "transfer", "push",
     "postpone", "reschedule", "shift", "scale", "standardise", "standardize", "relocate", "adopt", "swap",
-    "convert", "drop", "update", "extend", "transition", "become", "join", "hand", "reassign"}
-UPDATE_MARKERS = {"now", "instead", "anymore", "nowadays", "longer"}  # "no longer" parses as no + longer
+    "convert", "drop", "update", "extend", "transition", "become", "join", "hand", "reassign",
+    "start", "stop", "quit", "leave", "retire", "install", "ship", "release", "publish", "launch", "rebuild",
+    "rewrite", "revise", "repin", "promote", "hire", "appoint", "sell", "slip", "delay", "cut", "grow", "shrink",
+    "rotate", "resume", "reopen", "cancel", "split", "rebrand", "relicense", "remove", "reverse", "set", "decide",
+    "overtake"}
+UPDATE_MARKERS = {"now", "instead", "anymore", "nowadays", "longer",  # "no longer" parses as no + longer
+                  "since", "again", "today", "back"}
+NEWNESS_WORDS = {"new", "newest", "latest", "current", "currently"}  # only when said of the fact itself
+# A value written in digits ("3.11", "$30k", "port 8080") is replaced by another such value, not by a name.
+NUMERIC_VALUE = re.compile(r"[v$#]?\d[\d.,:/]*(k|m|gb|mb|kb|ms|s|h|%)?")
 UPDATE_MIN_SIMILARITY = 0.45
+# A very similar fact about the same subject with another value replaces the old one unannounced.
+RESTATEMENT_MIN_SIMILARITY = 0.8
 FIRST_PERSON = {"i": "i", "me": "i", "my": "i", "mine": "i", "myself": "i",
                 "we": "we", "us": "we", "our": "we", "ours": "we", "ourselves": "we"}
 
@@ -1084,6 +1094,8 @@ def contradicts(old_doc, new_doc) -> bool:
         return False
     if not all(any(t.pos_ in ("NOUN", "PROPN", "NUM", "ADJ") for t in span) for span in spans):
         return False
+    if _numeric(spans[0]) != _numeric(spans[1]):
+        return False  # "uses React 17" is not a new value of "uses React Router for navigation"
     return _holds_one_value(new_doc)
 
 
@@ -1107,19 +1119,48 @@ def changed_span(old_tokens, new_tokens) -> tuple[list, list] | None:
 
 def announces_update(old_doc, new_doc) -> bool:
     """"Our CI now runs on Buildkite" replaces "We use Jenkins for CI": the new text announces a
-    change (a change verb or "now"/"instead"/"no longer"), names the same owner if both name one
-    (the same person, "we" or "I"), shares a topic word, and each side has a value the other lacks."""
-    if not _announces_change(new_doc) or not (_one_sentence(old_doc) and _one_sentence(new_doc)):
+    change (a change verb or "now"/"instead"/"no longer") and states a new value of the same fact,
+    sharing a topic word with the old one."""
+    return _announces_change(new_doc) and _new_value_of_same_fact(old_doc, new_doc, same_subject=False)
+
+
+def restates_value(old_doc, new_doc) -> bool:
+    """"Standup is at 9:45" replaces "Daily standup is at 9:30" with no change announced: the same
+    subject, another value. Only asked of very similar texts (RESTATEMENT_MIN_SIMILARITY)."""
+    return _new_value_of_same_fact(old_doc, new_doc, same_subject=True)
+
+
+def _new_value_of_same_fact(old_doc, new_doc, *, same_subject: bool) -> bool:
+    """One sentence each; the same owner if both name one (the same person, "we" or "I"); the same
+    subject (or, loosely, subjects the other text mentions, and a shared topic word); and each side
+    a value the other lacks, both written in digits or neither."""
+    if not (_one_sentence(old_doc) and _one_sentence(new_doc)):
         return False  # a paragraph (a summary, a story) is a record, not one value that can go stale
     old_owner, new_owner = owner(old_doc), owner(new_doc)
     if old_owner and new_owner and old_owner != new_owner:
         return False
     old_words, new_words = content_lemmas(old_doc), content_lemmas(new_doc)
     old_subject, new_subject = subject_head(old_doc), subject_head(new_doc)
+    if same_subject and old_subject != new_subject:
+        return False  # "Priya's parents live in Chennai" is not where Priya lives
     if old_subject and new_subject and old_subject not in new_words and new_subject not in old_words:
         return False  # "the worker moved to Python 3.11" says nothing about the api service
-    topic = old_words & new_words - {old_owner, new_owner}
-    return bool(topic) and bool(value_words(old_doc) - new_words) and bool(value_words(new_doc) - old_words)
+    if old_subject == new_subject and _rival_marks(subject_marks(old_doc), subject_marks(new_doc)):
+        return False  # "the Q4 budget" is not "the Q3 budget"; "bug #4313" is not "bug #4312"
+    old_values, new_values = value_words(old_doc) - new_words, value_words(new_doc) - old_words
+    if not (old_values and new_values) or _numeric(old_doc, old_values) != _numeric(new_doc, new_values):
+        return False
+    return same_subject or bool(old_words & new_words - {old_owner, new_owner})
+
+
+def _numeric(doc_or_tokens, among: set[str] | None = None) -> bool:
+    """Is a value written in digits ("3.11", "$30k")? Such a value is replaced by another number,
+    not by a name: "React 19" updates "React 18", not "React Router for navigation"."""
+    return any(NUMERIC_VALUE.fullmatch(t.lower_) for t in doc_or_tokens if among is None or t.lower_ in among)
+
+
+def _rival_marks(old_marks: set[str], new_marks: set[str]) -> bool:
+    return bool(old_marks) and bool(new_marks) and not old_marks & new_marks
 
 
 def _one_sentence(doc) -> bool:
@@ -1127,7 +1168,26 @@ def _one_sentence(doc) -> bool:
 
 
 def _announces_change(doc) -> bool:
-    return any((t.dep_ == "ROOT" and t.lemma_.lower() in UPDATE_VERBS) or t.lower_ in UPDATE_MARKERS for t in doc)
+    """A change verb that is the main verb, or joined to it ("left Stripe and joined Lumen"), and not
+    negated ("the budget has not been set"); a marker ("now", "instead", "no longer", "since", "again");
+    or newness said of the fact itself ("my new manager is Raj", "revision 4 is current"), not of
+    something it mentions ("thinks the new logo looks corporate")."""
+    return any(_is_change_verb(t) or t.lower_ in UPDATE_MARKERS or _says_newness(t) for t in doc)
+
+
+def _is_change_verb(token) -> bool:
+    main = token.dep_ == "ROOT" or (token.dep_ == "conj" and token.head.dep_ == "ROOT")
+    return (main and token.pos_ in ("VERB", "AUX") and token.lemma_.lower() in UPDATE_VERBS
+            and not any(child.dep_ == "neg" for child in token.children))
+
+
+def _says_newness(token) -> bool:
+    if token.lower_ not in NEWNESS_WORDS:
+        return False
+    if token.dep_ in ("acomp", "attr", "advmod"):
+        return True
+    described = token.head  # "new" describing the subject or the attribute of the main clause
+    return token.dep_ == "amod" and described.dep_ in ("nsubj", "nsubjpass", "attr") and described.head.dep_ == "ROOT"
 
 
 def owner(doc) -> str | None:
@@ -1144,6 +1204,15 @@ def subject_head(doc) -> str | None:
         if token.dep_ in ("nsubj", "nsubjpass"):
             return token.lemma_.lower() if token.pos_ in ("NOUN", "PROPN") else None
     return None
+
+
+def subject_marks(doc) -> set[str]:
+    """What tells one subject from another of its kind: "q3" in "the Q3 budget", "api" in "the API server"."""
+    for token in next(iter(doc.sents), []):
+        if token.dep_ in ("nsubj", "nsubjpass"):
+            return {child.lower_ for child in token.children
+                    if child.dep_ in ("compound", "nummod", "npadvmod") or child.pos_ in ("PROPN", "NUM")}
+    return set()
 
 
 def value_words(doc) -> set[str]:
@@ -1558,18 +1627,22 @@ class YourMemory:
 
         A quoted utterance ("Ada: we moved to Lyon") is a record of what was said, an event that
         stays true; only a word-for-word change of value replaces one. Unattributed statements are
-        facts about now, and an announced change ("we moved the CI to Buildkite") replaces them.
+        facts about now: an announced change ("we moved the CI to Buildkite") replaces them, and so
+        does a very similar statement giving the same subject another value ("standup is at 9:45").
         """
         if speaker(old_content) != speaker(new_content):
             return False
         may_contradict = (similarity >= CONTRADICTION_MIN_SIMILARITY
                           and changed_span(words(old_content), new_doc) is not None)
-        may_announce = speaker(new_content) is None and _announces_change(new_doc) and _one_sentence(new_doc)
-        if not (may_contradict or may_announce):
+        a_fact = speaker(new_content) is None and _one_sentence(new_doc)
+        may_announce = a_fact and _announces_change(new_doc)
+        may_restate = a_fact and similarity >= RESTATEMENT_MIN_SIMILARITY
+        if not (may_contradict or may_announce or may_restate):
             return False  # decided without parsing the old text
         old_doc = parse(old_content)
         return ((may_contradict and contradicts(old_doc, new_doc))
-                or (may_announce and announces_update(old_doc, new_doc)))
+                or (may_announce and announces_update(old_doc, new_doc))
+                or (may_restate and restates_value(old_doc, new_doc)))
 
     def _stored(self, caller: Caller, action: str, memory_id: int, category: str, inferred: bool,
                 importance: float, visibility: str, **extra) -> dict:

@@ -67,9 +67,10 @@ def test_recall_counts_and_resets_the_decay_clock(stocked, clock):
 
 
 def test_a_faded_memory_sinks_below_a_fresh_equally_relevant_one(memory, clock):
-    old = memory.store("Team standup is at 9:30 in room Ada", importance=0.5)
+    # Two people's words: neither replaces the other (room Turing would supersede room Ada as a plain fact)
+    old = memory.store("Ana: team standup is at 9:30 in room Ada", importance=0.5)
     clock.advance(days=40)
-    new = memory.store("Team standup is at 9:30 in room Turing", importance=0.5)
+    new = memory.store("Ben: team standup is at 9:30 in room Turing", importance=0.5)
     ranked = memory.recall("when is team standup?", top_k=2)["memories"]
     assert [m["id"] for m in ranked] == [new["id"], old["id"]]
     assert ranked[0]["score"] > ranked[1]["score"]
@@ -161,3 +162,4 @@ def test_an_episode_never_crosses_writers(memory, clock):
     assert memory.get(second, api_key=key)["follows"] is None
     assert memory.get(third, api_key=key)["follows"] == second
     assert memory.get(first)["follows"] is None
+

@@ -111,6 +111,7 @@ def test_a_changed_value_supersedes_the_old_memory(memory, old, new):
     ("We deploy the API on Heroku", "We moved the API deployment to Fly.io"),
     ("The docs site is built with Sphinx", "We switched the docs site to MkDocs"),
     ("Priya's team standup is at 9:30", "Priya's team standup is now at 10:15"),
+    ("My team lead is Oskar", "My new team lead is Farah"),  # newness said of the fact itself
 ])
 def test_an_announced_change_in_other_words_supersedes(memory, old, new):
     first = memory.store(old)
@@ -128,6 +129,24 @@ def test_an_announced_change_supersedes_every_older_value_it_replaces(memory, cl
     assert third["action"] == "supersede"
     assert set(third["supersededIds"]) >= {first["id"], second["id"]}, third
     assert memory.stats()["memories"]["active"] == 1
+
+
+def test_a_near_identical_statement_with_another_value_supersedes_unannounced(memory):
+    first = memory.store("The nightly build starts at 02:00")
+    second = memory.store("The nightly build kicks off at 03:30")
+    assert second["action"] == "supersede" and second["supersededIds"] == [first["id"]], second
+
+
+@pytest.mark.parametrize("old, new", [
+    ("The Q1 travel budget is $10k", "The Q1 travel budget has not been set yet"),  # no change is made
+    ("The web server listens on port 3000", "The API server moved to port 8080"),  # another server
+    ("The dashboard uses React Router for navigation", "We upgraded the dashboard to React 18"),  # a version
+    ("The dashboard uses React Router for navigation", "The dashboard uses React 18"),  # is not a router
+])
+def test_a_denied_change_or_a_value_of_another_kind_supersedes_nothing(memory, old, new):
+    memory.store(old)
+    assert memory.store(new)["action"] == "store"
+    assert memory.stats()["memories"]["active"] == 2
 
 
 @pytest.mark.parametrize("old, new", [
