@@ -150,6 +150,8 @@ NUMERIC_VALUE = re.compile(r"[v$#]?\d[\d.,:/]*(k|m|gb|mb|kb|ms|s|h|%)?")
 UPDATE_MIN_SIMILARITY = 0.45
 # A very similar fact about the same subject with another value replaces the old one unannounced.
 RESTATEMENT_MIN_SIMILARITY = 0.8
+# Recall ranks a newer value of the same subject above an older one when the two are related (cosine >= 0.4).
+NEWER_FIRST_MIN_SIMILARITY = 0.4
 FIRST_PERSON = {"i": "i", "me": "i", "my": "i", "mine": "i", "myself": "i",
                 "we": "we", "us": "we", "our": "we", "ours": "we", "ourselves": "we"}
 
@@ -1769,11 +1771,43 @@ class YourMemory:
             candidates = self._round_one(query, vector, caller, max(MIN_CANDIDATES, 4 * top_k), now)
             seeds = sorted(candidates.values(), key=lambda c: -c["score"])[:top_k]
             self._round_two(candidates, seeds, caller, top_k, now)
-            chosen = sorted(candidates.values(), key=lambda c: -c["score"])[:top_k]
+            chosen = self._newer_values_first(sorted(candidates.values(), key=lambda c: -c["score"])[:top_k])
             if not self.read_only:  # a read-only database is still searchable; it just cannot learn
                 self._reinforce_recalled([c["id"] for c in chosen], caller, now)
             memories = [self._public(c, now) for c in chosen]
         return {"memoriesFound": len(memories), "context": render_context(memories), "memories": memories}
+
+    def _newer_values_first(self, chosen: list[dict]) -> list[dict]:
+        """A newer value of a fact moves just above an older one that outranked it, and takes its score.
+
+        Store supersedes only what it is sure of (an announced change, a near-identical restatement).
+        The same subject given another value by a merely related text ("Eli is in Portland these days"
+        after "Eli lives in Chicago") is not enough to hide the older memory, but enough to rank the
+        newer one first. Quoted utterances are records of what was said and keep their order.
+        """
+        facts = [c for c in chosen if speaker(c["row"]["content"]) is None]
+        related = self._related_pairs([c["id"] for c in facts]) if len(facts) > 1 else set()
+        order = list(chosen)
+        for later in sorted(facts, key=lambda c: c["row"]["created_at"]):
+            for earlier in order[:order.index(later)]:
+                if ((earlier["id"], later["id"]) in related and earlier["row"]["created_at"] < later["row"]["created_at"]
+                        and restates_value(parse(earlier["row"]["content"]), parse(later["row"]["content"]))):
+                    order.remove(later)
+                    order.insert(order.index(earlier), later)
+                    later["score"], later["via"] = earlier["score"], "newer"
+                    break
+        return order
+
+    def _related_pairs(self, ids: list[int]) -> set[tuple[int, int]]:
+        """Pairs of these memories (both orders) whose vectors have cosine >= NEWER_FIRST_MIN_SIMILARITY."""
+        rows = self.db.execute(
+            """SELECT a.memory_id, b.memory_id FROM memory_vectors AS a JOIN memory_vectors AS b
+               ON a.memory_id < b.memory_id
+               WHERE a.memory_id IN (SELECT value FROM json_each(:ids)) AND b.memory_id IN (SELECT value FROM json_each(:ids))
+                 AND length(a.embedding) = :size AND length(b.embedding) = :size
+                 AND 1 - vec_distance_cosine(a.embedding, b.embedding) >= :similarity""",
+            {"ids": json.dumps(ids), "size": 4 * EMBEDDING_DIM, "similarity": NEWER_FIRST_MIN_SIMILARITY}).fetchall()
+        return {pair for a, b in rows for pair in ((a, b), (b, a))}
 
     def _round_one(self, query: str, vector, caller: Caller, limit: int, now: float) -> dict[int, dict]:
         """Vector and BM25 candidates and the memories stored next to them, each scored on both
@@ -3127,7 +3161,7 @@ def build_server(memory: YourMemory):
         similarity: Optional[float]
         bm25: float
         score: float
-        via: Literal["vector", "bm25", "context", "graph"]
+        via: Literal["vector", "bm25", "context", "graph", "newer"]
         recall_count: int
         created_at: str
         last_accessed_at: str

@@ -163,3 +163,26 @@ def test_an_episode_never_crosses_writers(memory, clock):
     assert memory.get(third, api_key=key)["follows"] == second
     assert memory.get(first)["follows"] is None
 
+
+@pytest.mark.parametrize("old, new, query", [
+    ("Lena drives a Volvo estate", "Lena drives an electric Kia", "What car does Lena drive?"),
+    ("Eli lives in Chicago", "Eli is in Portland these days", "Where does Eli live?"),
+])
+def test_a_newer_value_of_the_same_subject_is_recalled_first(memory, clock, old, new, query):
+    """Related but not similar enough to supersede: both stay, and the newer one comes first."""
+    first = memory.store(old)
+    clock.advance(seconds=60)
+    second = memory.store(new)
+    assert second["action"] == "store"
+    top = memory.recall(query, top_k=2)["memories"]
+    assert [m["id"] for m in top] == [second["id"], first["id"]]
+    assert top[0]["via"] == "newer" and top[0]["score"] == top[1]["score"]
+
+
+def test_quoted_utterances_keep_their_order(memory, clock):
+    """What someone said stays a record of that moment; recall does not reorder quotes by age."""
+    first = memory.store("Caroline: I live in Chicago")
+    clock.advance(seconds=60)
+    memory.store("Caroline: I am in Portland these days")
+    top = memory.recall("Where does Caroline live?", top_k=2)["memories"]
+    assert top[0]["id"] == first["id"] and "newer" not in {m["via"] for m in top}
