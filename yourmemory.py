@@ -983,6 +983,7 @@ CATEGORY_RULES = (
 )
 _SPEAKER = re.compile(r"^\s*([A-Z][\w .'-]{0,40}):\s+(?=\S)")
 _SENTENCE = re.compile(r"[^.!?]+[.!?]*")
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'])")
 
 _nlp = None
 _nlp_lock = threading.Lock()
@@ -1023,6 +1024,12 @@ def is_pure_question(text: str) -> bool:
     if re.search(r"[—–;:]| - ", body):
         return False  # a clause before the question may state a fact
     return all(_opens_like_question(s) for s in sentences)
+
+
+def looks_like_one_sentence(text: str) -> bool:
+    """A cheap test before a parse: a paragraph (a summary, a story) is never one value that changes.
+    ("Dr. Osei is our dentist" looks like two: a miss costs a reordering, never a wrong one.)"""
+    return len(_SENTENCE_BREAK.split(text.strip())) == 1
 
 
 def _opens_like_question(sentence: str) -> bool:
@@ -1785,7 +1792,7 @@ class YourMemory:
         after "Eli lives in Chicago") is not enough to hide the older memory, but enough to rank the
         newer one first. Quoted utterances are records of what was said and keep their order.
         """
-        facts = [c for c in chosen if speaker(c["row"]["content"]) is None]
+        facts = [c for c in chosen if speaker(c["row"]["content"]) is None and looks_like_one_sentence(c["row"]["content"])]
         related = self._related_pairs([c["id"] for c in facts]) if len(facts) > 1 else set()
         order = list(chosen)
         for later in sorted(facts, key=lambda c: c["row"]["created_at"]):
