@@ -492,6 +492,10 @@ MIGRATIONS: list[str] = [
         ON CONFLICT DO UPDATE SET documents = documents + 1, tokens = tokens + excluded.tokens;
     END;
     """,
+    # 7: recall follows superseded memories to the memory that replaced them
+    """
+    CREATE INDEX memories_by_successor ON memories(superseded_by) WHERE superseded_by IS NOT NULL;
+    """,
 ]
 # The id of the next memory: one above any id ever used, so a forgotten memory's id never returns.
 NEXT_MEMORY_ID = "(SELECT value + 1 FROM id_high_water WHERE name = 'memories')"
@@ -1829,6 +1833,7 @@ class YourMemory:
         for memory_id in set(episodes) - set(found):
             found[memory_id] = {"id": memory_id, "similarity": None}
         self._fill_similarity(found, vector)
+        self._inherit_similarity(found, vector)
         max_bm25 = max((lexical.get(memory_id, 0.0) for memory_id in found), default=0.0)
         rows = self._memory_rows(found)
         for memory_id, c in found.items():
@@ -1886,6 +1891,24 @@ class YourMemory:
         for c in found.values():  # no vector, or a damaged one: the memory still counts by its words
             if c["similarity"] is None or not math.isfinite(c["similarity"]):
                 c["similarity"] = 0.0
+
+    def _inherit_similarity(self, found: dict[int, dict], vector) -> None:
+        """A memory that replaced others answers what they answered: its cosine is the best of its own and
+        theirs. ("What editor does Bob use?" is worded like "Bob uses Vim", which "Bob moved to Zed" replaced.)"""
+        rows = self.db.execute(
+            """WITH RECURSIVE replaced(successor, id) AS (
+                   SELECT superseded_by, id FROM memories
+                   WHERE superseded_by IN (SELECT value FROM json_each(:ids)) AND status = 'superseded'
+                   UNION
+                   SELECT replaced.successor, m.id FROM replaced JOIN memories AS m ON m.superseded_by = replaced.id
+                   WHERE m.status = 'superseded')
+               SELECT replaced.successor, max(1 - vec_distance_cosine(v.embedding, :vector))
+               FROM replaced JOIN memory_vectors AS v ON v.memory_id = replaced.id
+               WHERE length(v.embedding) = :size GROUP BY replaced.successor""",
+            {"ids": json.dumps(list(found)), "vector": vector_blob(vector), "size": 4 * EMBEDDING_DIM}).fetchall()
+        for successor, similarity in rows:
+            if similarity is not None and math.isfinite(similarity) and similarity > found[successor]["similarity"]:
+                found[successor]["similarity"] = float(similarity)
 
     def _round_two(self, candidates: dict[int, dict], seeds: list[dict], caller: Caller, top_k: int, now: float):
         """Graph expansion: neighbours of the seeds enter with the seed's score times the path weight."""

@@ -186,3 +186,16 @@ def test_quoted_utterances_keep_their_order(memory, clock):
     memory.store("Caroline: I am in Portland these days")
     top = memory.recall("Where does Caroline live?", top_k=2)["memories"]
     assert top[0]["id"] == first["id"] and "newer" not in {m["via"] for m in top}
+
+
+def test_a_memory_that_replaced_another_is_as_similar_to_the_query_as_it(memory, embedder):
+    """The question is often worded like the old value ("Where does the team track bugs?" ~ "tracks bugs in
+    Jira"); the memory that replaced it answers it, so it carries the better of the two cosines."""
+    old, new, query = "The team tracks bugs in Jira", "We moved bug tracking to Linear", "Where does the team track bugs?"
+    memory.store(old)
+    successor = memory.store(new)
+    assert successor["action"] == "supersede"
+    found = memory.recall(query, top_k=3)["memories"]
+    assert [m["id"] for m in found] == [successor["id"]]
+    to_old, to_new = (float(embedder.embed_one(query) @ embedder.embed_one(text)) for text in (old, new))
+    assert to_old > to_new and found[0]["similarity"] == pytest.approx(to_old, abs=1e-3)
