@@ -1894,7 +1894,8 @@ class YourMemory:
 
     def _inherit_similarity(self, found: dict[int, dict], vector) -> None:
         """A memory that replaced others answers what they answered: its cosine is the best of its own and
-        theirs. ("What editor does Bob use?" is worded like "Bob uses Vim", which "Bob moved to Zed" replaced.)"""
+        theirs. ("Where does the team track bugs?" is worded like "The team tracks bugs in Jira", which "We
+        moved bug tracking to Linear" replaced.)"""
         rows = self.db.execute(
             """WITH RECURSIVE replaced(successor, id) AS (
                    SELECT superseded_by, id FROM memories
@@ -3263,7 +3264,8 @@ def build_server(memory: YourMemory):
         api_key: ApiKey = None,
     ) -> RecallResult:
         """Find the memories most relevant to a query (semantic + keyword search, then related memories
-        through the memory graph), strongest first. Recalling a memory strengthens it."""
+        through the memory graph), strongest first; of two values of one fact, the newer comes first.
+        Recalling a memory strengthens it."""
         return call(memory.recall, query, top_k, user_id=user_id, api_key=api_key)
 
     @server.tool(title="Update a memory", annotations=ToolAnnotations(
