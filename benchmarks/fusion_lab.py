@@ -89,26 +89,39 @@ def neighbour_sum(relevance, beta, window=2):
 
 ALL_ONE_SESSION = lambda sessions: [0] * len(sessions)  # what the product sees: one burst of stores
 
+
+def feedback(c, b, s, *, vectors, query, alpha, top=3):
+    """Pseudo-relevance feedback (Rocchio): the query vector plus ``alpha`` times the mean vector of the
+    product's first ``top`` results, then the product's scoring again with the new cosines."""
+    first = np.argsort(-smoothed(hybrid(c, b, 0.6), s, 0.5, 2))[:top]
+    moved = query + alpha * vectors[first].mean(axis=0)
+    return smoothed(hybrid(vectors @ (moved / np.linalg.norm(moved)), b, 0.6), s, 0.5, 2)
+
+
 VARIANTS = {
-    "cosine": lambda c, b, s: c,
-    "bm25": lambda c, b, s: b,
-    "hybrid 0.6 (the product before episodes)": lambda c, b, s: hybrid(c, b, 0.6),
-    "hybrid 0.5": lambda c, b, s: hybrid(c, b, 0.5),
-    "hybrid 0.7": lambda c, b, s: hybrid(c, b, 0.7),
-    "reciprocal rank fusion": lambda c, b, s: reciprocal_rank(c, b),
-    "hybrid 0.6 + neighbour 0.35 w1": lambda c, b, s: smoothed(hybrid(c, b, 0.6), s, 0.35, 1),
-    "hybrid 0.6 + neighbour 0.5 w1": lambda c, b, s: smoothed(hybrid(c, b, 0.6), s, 0.5, 1),
-    "hybrid 0.6 + neighbour 0.35 w2": lambda c, b, s: smoothed(hybrid(c, b, 0.6), s, 0.35, 2),
-    "hybrid 0.6 + neighbour 0.5 w2 (the product)": lambda c, b, s: smoothed(hybrid(c, b, 0.6), s, 0.5, 2),
-    "hybrid 0.6 + neighbour 0.7 w2": lambda c, b, s: smoothed(hybrid(c, b, 0.6), s, 0.7, 2),
-    "hybrid 0.6 + neighbour 0.5 w3": lambda c, b, s: smoothed(hybrid(c, b, 0.6), s, 0.5, 3),
-    "hybrid 0.7 + neighbour 0.5 w2": lambda c, b, s: smoothed(hybrid(c, b, 0.7), s, 0.5, 2),
+    "cosine": lambda c, b, s, **_: c,
+    "bm25": lambda c, b, s, **_: b,
+    "hybrid 0.6 (the product before episodes)": lambda c, b, s, **_: hybrid(c, b, 0.6),
+    "hybrid 0.5": lambda c, b, s, **_: hybrid(c, b, 0.5),
+    "hybrid 0.7": lambda c, b, s, **_: hybrid(c, b, 0.7),
+    "reciprocal rank fusion": lambda c, b, s, **_: reciprocal_rank(c, b),
+    "hybrid 0.6 + neighbour 0.35 w1": lambda c, b, s, **_: smoothed(hybrid(c, b, 0.6), s, 0.35, 1),
+    "hybrid 0.6 + neighbour 0.5 w1": lambda c, b, s, **_: smoothed(hybrid(c, b, 0.6), s, 0.5, 1),
+    "hybrid 0.6 + neighbour 0.35 w2": lambda c, b, s, **_: smoothed(hybrid(c, b, 0.6), s, 0.35, 2),
+    "hybrid 0.6 + neighbour 0.5 w2 (the product)": lambda c, b, s, **_: smoothed(hybrid(c, b, 0.6), s, 0.5, 2),
+    "hybrid 0.6 + neighbour 0.7 w2": lambda c, b, s, **_: smoothed(hybrid(c, b, 0.6), s, 0.7, 2),
+    "hybrid 0.6 + neighbour 0.5 w3": lambda c, b, s, **_: smoothed(hybrid(c, b, 0.6), s, 0.5, 3),
+    "hybrid 0.7 + neighbour 0.5 w2": lambda c, b, s, **_: smoothed(hybrid(c, b, 0.7), s, 0.5, 2),
     "hybrid 0.6 + neighbour 0.5 w2, across sessions":
-        lambda c, b, s: smoothed(hybrid(c, b, 0.6), ALL_ONE_SESSION(s), 0.5, 2),
+        lambda c, b, s, **_: smoothed(hybrid(c, b, 0.6), ALL_ONE_SESSION(s), 0.5, 2),
     "min-max cosine 0.5 + neighbour 0.5 w2":
-        lambda c, b, s: smoothed(0.5 * min_max(c) + 0.5 * (b / b.max() if b.max() > 0 else b), s, 0.5, 2),
-    "reciprocal rank fusion + neighbour 0.5 w2": lambda c, b, s: smoothed(reciprocal_rank(c, b), s, 0.5, 2),
-    "hybrid 0.7 + neighbour sum 0.3 w2": lambda c, b, s: neighbour_sum(hybrid(c, b, 0.7), 0.3),
+        lambda c, b, s, **_: smoothed(0.5 * min_max(c) + 0.5 * (b / b.max() if b.max() > 0 else b), s, 0.5, 2),
+    "reciprocal rank fusion + neighbour 0.5 w2": lambda c, b, s, **_: smoothed(reciprocal_rank(c, b), s, 0.5, 2),
+    "hybrid 0.7 + neighbour sum 0.3 w2": lambda c, b, s, **_: neighbour_sum(hybrid(c, b, 0.7), 0.3),
+    "the product + feedback 0.25 top 3": lambda c, b, s, **kw: feedback(c, b, s, alpha=0.25, **kw),
+    "the product + feedback 0.5 top 3": lambda c, b, s, **kw: feedback(c, b, s, alpha=0.5, **kw),
+    "the product + feedback 0.5 top 5": lambda c, b, s, **kw: feedback(c, b, s, alpha=0.5, top=5, **kw),
+    "the product + feedback 1.0 top 3": lambda c, b, s, **kw: feedback(c, b, s, alpha=1.0, **kw),
 }
 
 
@@ -119,12 +132,14 @@ def evaluate(samples, embedder, variants) -> dict[str, dict[int, float]]:
     for sample in samples:
         conversation = Conversation(sample, embedder, conn)
         for _, q in questions(sample, "turns"):
-            cosine = conversation.vectors @ embedder.embed_one(q["question"])
+            query = embedder.embed_one(q["question"])
+            cosine = conversation.vectors @ query
             bm25 = conversation.bm25(yourmemory.query_terms(conn, q["question"]))
             targets = evidence_targets(q, "turns")
             count += 1
             for name, score in variants.items():
-                ranked = [conversation.ids[i] for i in np.argsort(-score(cosine, bm25, conversation.sessions))[:20]]
+                scores = score(cosine, bm25, conversation.sessions, vectors=conversation.vectors, query=query)
+                ranked = [conversation.ids[i] for i in np.argsort(-scores)[:20]]
                 for k in (5, 10, 20):
                     totals[name][k] += len(targets & set(ranked[:k])) / len(targets)
     return {name: {k: total[k] / count for k in (5, 10, 20)} for name, total in totals.items()}
