@@ -14,19 +14,18 @@ Sentence vectors come from the same cached one-text embedding calls as everythin
 from __future__ import annotations
 
 import argparse
-import math
 from collections import Counter
 
 import numpy as np
 
 from common import CachedEmbedder, Progress, load_locomo
-from fusion_lab import ALL_ONE_SESSION, hybrid, smoothed
+from fusion_lab import ALL_ONE_SESSION, Bm25, hybrid, smoothed
 from locomo import answer_hit, evidence_targets, questions, summary_units
 
 import yourmemory
 
 
-class Summaries:
+class Summaries(Bm25):
     """One conversation's summaries: whole vectors, sentence vectors, FTS terms and BM25 statistics."""
 
     def __init__(self, sample: dict, embedder, conn):
@@ -36,22 +35,7 @@ class Summaries:
         self.whole = np.stack([embedder.embed_one(content) for content in self.contents])
         self.sentences = [np.stack([embedder.embed_one(s.text.strip()) for s in yourmemory.parse(content).sents
                                     if any(t.is_alpha for t in s)]) for content in self.contents]
-        self.terms = [Counter(yourmemory.fts_terms(conn, content)) for content in self.contents]
-        self.lengths = np.array([sum(t.values()) for t in self.terms], dtype=float)
-        self.document_frequency = Counter(term for t in self.terms for term in t)
-
-    def bm25(self, terms: list[str]) -> np.ndarray:
-        n, average = len(self.units), self.lengths.mean()
-        scores = np.zeros(n)
-        for term in terms:
-            df = self.document_frequency.get(term, 0)
-            if not df:
-                continue
-            idf = max(1e-6, math.log((n - df + 0.5) / (df + 0.5)))
-            tf = np.array([t.get(term, 0) for t in self.terms], dtype=float)
-            k = yourmemory.BM25_K1 * (1 - yourmemory.BM25_B + yourmemory.BM25_B * self.lengths / average)
-            scores += idf * tf * (yourmemory.BM25_K1 + 1) / (tf + k)
-        return scores
+        super().__init__(self.contents, conn)
 
 
 def product(cosine, bm25):

@@ -23,21 +23,16 @@ from locomo import evidence_targets, questions, turn_units
 import yourmemory
 
 
-class Conversation:
-    """One conversation's turns: vectors, FTS terms, and BM25 statistics."""
+class Bm25:
+    """The product's BM25 over a fixed set of texts, all at once (numpy over term counts)."""
 
-    def __init__(self, sample: dict, embedder, conn):
-        self.units = [(unit_id, content) for unit_id, content in turn_units(sample)
-                      if not yourmemory.is_pure_question(content)]
-        self.ids = [unit_id for unit_id, _ in self.units]
-        self.vectors = np.stack([embedder.embed_one(content) for _, content in self.units])
-        self.terms = [Counter(yourmemory.fts_terms(conn, content)) for _, content in self.units]
+    def __init__(self, texts: list[str], conn):
+        self.terms = [Counter(yourmemory.fts_terms(conn, text)) for text in texts]
         self.lengths = np.array([sum(t.values()) for t in self.terms], dtype=float)
         self.document_frequency = Counter(term for t in self.terms for term in t)
-        self.sessions = [int(unit_id[1:].split(":")[0]) for unit_id in self.ids]
 
     def bm25(self, terms: list[str]) -> np.ndarray:
-        n, average = len(self.units), self.lengths.mean()
+        n, average = len(self.terms), self.lengths.mean()
         scores = np.zeros(n)
         for term in terms:
             df = self.document_frequency.get(term, 0)
@@ -48,6 +43,18 @@ class Conversation:
             k = yourmemory.BM25_K1 * (1 - yourmemory.BM25_B + yourmemory.BM25_B * self.lengths / average)
             scores += idf * tf * (yourmemory.BM25_K1 + 1) / (tf + k)
         return scores
+
+
+class Conversation(Bm25):
+    """One conversation's turns: vectors, FTS terms, and BM25 statistics."""
+
+    def __init__(self, sample: dict, embedder, conn):
+        self.units = [(unit_id, content) for unit_id, content in turn_units(sample)
+                      if not yourmemory.is_pure_question(content)]
+        self.ids = [unit_id for unit_id, _ in self.units]
+        self.vectors = np.stack([embedder.embed_one(content) for _, content in self.units])
+        self.sessions = [int(unit_id[1:].split(":")[0]) for unit_id in self.ids]
+        super().__init__([content for _, content in self.units], conn)
 
 
 def hybrid(cosine, bm25, vector_weight=0.6):
