@@ -1,7 +1,8 @@
 """The installed `yourmemory` entry point, driven over stdio by the official MCP client.
 
-Every test launches the real server process (real model, real SQLite) on a database in tmp_path;
-launches are few because each one costs seconds.
+Every test launches the real server process (real model, real SQLite) on a database in tmp_path,
+except one that runs serve() in-process to check how it shuts down; launches are few because each
+one costs seconds.
 """
 import io
 import json
