@@ -31,7 +31,10 @@ class Bm25:
         self.lengths = np.array([sum(t.values()) for t in self.terms], dtype=float)
         self.document_frequency = Counter(term for t in self.terms for term in t)
 
-    def bm25(self, terms: list[str]) -> np.ndarray:
+    def bm25(self, terms: list[str], k1: float | None = None, b: float | None = None) -> np.ndarray:
+        """BM25 of every text for ``terms``; ``k1`` and ``b`` default to the product's."""
+        k1 = yourmemory.BM25_K1 if k1 is None else k1
+        b = yourmemory.BM25_B if b is None else b
         n, average = len(self.terms), self.lengths.mean()
         scores = np.zeros(n)
         for term in terms:
@@ -40,8 +43,8 @@ class Bm25:
                 continue
             idf = max(1e-6, math.log((n - df + 0.5) / (df + 0.5)))
             tf = np.array([t.get(term, 0) for t in self.terms], dtype=float)
-            k = yourmemory.BM25_K1 * (1 - yourmemory.BM25_B + yourmemory.BM25_B * self.lengths / average)
-            scores += idf * tf * (yourmemory.BM25_K1 + 1) / (tf + k)
+            k = k1 * (1 - b + b * self.lengths / average)
+            scores += idf * tf * (k1 + 1) / (tf + k)
         return scores
 
 
@@ -97,12 +100,17 @@ def neighbour_sum(relevance, beta, window=2):
 ALL_ONE_SESSION = lambda sessions: [0] * len(sessions)  # what the product sees: one burst of stores
 
 
-def feedback(c, b, s, *, vectors, query, alpha, top=3):
+def feedback(c, b, s, *, vectors, query, alpha, top=3, **_):
     """Pseudo-relevance feedback (Rocchio): the query vector plus ``alpha`` times the mean vector of the
     product's first ``top`` results, then the product's scoring again with the new cosines."""
     first = np.argsort(-smoothed(hybrid(c, b, 0.6), s, 0.5, 2))[:top]
     moved = query + alpha * vectors[first].mean(axis=0)
     return smoothed(hybrid(vectors @ (moved / np.linalg.norm(moved)), b, 0.6), s, 0.5, 2)
+
+
+def bm25_parameters(c, b, s, *, rescored, k1, length_weight, **_):
+    """The product's scoring with BM25's saturation ``k1`` and length normalisation ``b`` changed."""
+    return smoothed(hybrid(c, rescored(k1, length_weight), 0.6), s, 0.5, 2)
 
 
 VARIANTS = {
@@ -129,6 +137,11 @@ VARIANTS = {
     "the product + feedback 0.5 top 3": lambda c, b, s, **kw: feedback(c, b, s, alpha=0.5, **kw),
     "the product + feedback 0.5 top 5": lambda c, b, s, **kw: feedback(c, b, s, alpha=0.5, top=5, **kw),
     "the product + feedback 1.0 top 3": lambda c, b, s, **kw: feedback(c, b, s, alpha=1.0, **kw),
+    "the product with BM25 k1 1.2 b 0.3": lambda c, b, s, **kw: bm25_parameters(c, b, s, k1=1.2, length_weight=0.3, **kw),
+    "the product with BM25 k1 0.9 b 0.4": lambda c, b, s, **kw: bm25_parameters(c, b, s, k1=0.9, length_weight=0.4, **kw),
+    "the product with BM25 k1 1.5 b 0.75": lambda c, b, s, **kw: bm25_parameters(c, b, s, k1=1.5, length_weight=0.75, **kw),
+    "the product with BM25 k1 2.0 b 0.75": lambda c, b, s, **kw: bm25_parameters(c, b, s, k1=2.0, length_weight=0.75, **kw),
+    "the product with BM25 k1 1.2 b 1.0": lambda c, b, s, **kw: bm25_parameters(c, b, s, k1=1.2, length_weight=1.0, **kw),
 }
 
 
@@ -141,11 +154,13 @@ def evaluate(samples, embedder, variants) -> dict[str, dict[int, float]]:
         for _, q in questions(sample, "turns"):
             query = embedder.embed_one(q["question"])
             cosine = conversation.vectors @ query
-            bm25 = conversation.bm25(yourmemory.query_terms(conn, q["question"]))
+            terms = yourmemory.query_terms(conn, q["question"])
+            bm25 = conversation.bm25(terms)
             targets = evidence_targets(q, "turns")
             count += 1
             for name, score in variants.items():
-                scores = score(cosine, bm25, conversation.sessions, vectors=conversation.vectors, query=query)
+                scores = score(cosine, bm25, conversation.sessions, vectors=conversation.vectors, query=query,
+                               rescored=lambda k1, b: conversation.bm25(terms, k1, b))
                 ranked = [conversation.ids[i] for i in np.argsort(-scores)[:20]]
                 for k in (5, 10, 20):
                     totals[name][k] += len(targets & set(ranked[:k])) / len(targets)
