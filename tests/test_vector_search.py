@@ -158,3 +158,23 @@ def test_loading_the_index_up_front_reads_every_active_vector_and_no_other(memor
         assert fresh.vectors.scope_of == {}
         fresh.load_vector_index()
         assert fresh.vectors.scope_of == {memory_id: "ada" for memory_id in ids if memory_id != ids[1]}
+
+
+def test_the_sketch_stage_returns_exactly_the_n_nearest_sketches_ties_included():
+    """The first stage picks candidates by a histogram of Hamming distances. Distances are small
+    integers and tie often, so it must still return n distinct ids, none farther than any it left out."""
+    rng = np.random.default_rng(7)
+    sketches = yourmemory._ScopeSketches()
+    vectors = np.sign(rng.standard_normal((3000, yourmemory.EMBEDDING_DIM))).astype(np.float32)
+    vectors[1000:1400] = vectors[0]  # 400 identical sketches: a tie straddling every cut below
+    for memory_id, vector in enumerate(vectors, start=1):
+        sketches.put(memory_id, yourmemory.sketch(vector))
+    query = yourmemory.sketch(vectors[0])
+    distance = {memory_id: int(np.bitwise_count(yourmemory.sketch(vector) ^ query).sum())
+                for memory_id, vector in enumerate(vectors, start=1)}
+    for n in (1, 50, 399, 401, 2999):
+        found = sketches.nearest(query, n)
+        assert len(found) == len(set(found)) == n
+        left_out = set(distance) - set(found)
+        assert max(distance[m] for m in found) <= min(distance[m] for m in left_out)
+    assert sorted(sketches.nearest(query, 3000)) == sorted(distance)  # a pool as big as the scope: all
