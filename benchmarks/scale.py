@@ -13,18 +13,24 @@ on that database:
   query vector replayed (search, BM25, fusion, graph, reinforcement only);
 - vector stage: ``nearest_vectors`` (sketch candidates + exact cosine in SQLite, k = 40 as
   recall asks) against a numpy brute-force scan over the same vectors in RAM, in the same
-  run, and the share of the exact top 10 it returns (recall@10 against exact search).
+  run, and the share of the exact top 10 it returns (recall@10 against exact search); the
+  same share and time for a store's search (its 10 nearest neighbours, fewer candidates).
 
 ``--vectors`` runs the vector stage alone at that many vectors: the real corpus vectors plus
 perturbed copies (Gaussian noise, renormalised) to fill up, written straight into
 ``memory_vectors``. Latencies are medians and 95th percentiles of one run; ratios to numpy
 say more than milliseconds on a noisy 2-core machine. Each size's result replaces that size's
 entry in results/scale.json and the others stay, so sizes can be run one at a time.
+
+``--profile`` runs cProfile over the 200 stores of each size and prints where their time
+goes (the profiler slows them down, so such a run writes no results).
 """
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
+import pstats
 import tempfile
 import time
 from pathlib import Path
@@ -74,25 +80,36 @@ def memory_mb() -> dict:
 
 
 def vector_stage(conn, index: VectorIndex, matrix: np.ndarray, ids: np.ndarray, queries: np.ndarray) -> dict:
-    """nearest_vectors against numpy over the same vectors; recall@10 against the exact top 10."""
-    stage_ms, numpy_ms, overlap = [], [], []
+    """nearest_vectors against numpy over the same vectors; recall@10 against the exact top 10,
+    for recall's search (k = 40, 400 candidates) and for a store's (its 10 neighbours, 200)."""
+    stage_ms, numpy_ms, store_ms, overlap, store_overlap = [], [], [], [], []
     position = {memory_id: i for i, memory_id in enumerate(ids.tolist())}
+
+    def share_of_exact_top_10(found, similarities):
+        # A returned vector counts if it is as near as the exact 10th: identical vectors (the same
+        # text stored twice) tie, and which of them comes first is arbitrary.
+        tenth = np.partition(similarities, -10)[-10]
+        return sum(similarities[position[m]] >= tenth - 1e-6 for m, _ in found[:10]) / 10
+
     for query in queries:
         ms, found = timed(nearest_vectors, conn, index, query, [USER], KNN_K)
         stage_ms.append(ms)
         ms, top = timed(lambda q: np.argpartition(-(matrix @ q), KNN_K)[:KNN_K], query)
         numpy_ms.append(ms)
-        # A returned vector counts if it is as near as the exact 10th: identical vectors (the same
-        # text stored twice) tie, and which of them comes first is arbitrary.
+        ms, neighbours = timed(nearest_vectors, conn, index, query, [USER], yourmemory.EDGE_FANOUT)
+        store_ms.append(ms)
         similarities = matrix @ query
-        tenth = np.partition(similarities, -10)[-10]
-        overlap.append(sum(similarities[position[m]] >= tenth - 1e-6 for m, _ in found[:10]) / 10)
+        overlap.append(share_of_exact_top_10(found, similarities))
+        store_overlap.append(share_of_exact_top_10(neighbours, similarities))
     return {"vector_stage_ms": stats(stage_ms), "numpy_scan_ms": stats(numpy_ms),
             "vector_stage_to_numpy": round(median(stage_ms) / median(numpy_ms), 2),
-            "recall_at_10_vs_exact": round(float(np.mean(overlap)), 4)}
+            "recall_at_10_vs_exact": round(float(np.mean(overlap)), 4),
+            "store_search_ms": stats(store_ms),
+            "store_search_recall_at_10_vs_exact": round(float(np.mean(store_overlap)), 4)}
 
 
-def measure(size: int, samples: list[dict], embedder, questions: list[str], workdir: Path) -> dict:
+def measure(size: int, samples: list[dict], embedder, questions: list[str], workdir: Path,
+            profiler: cProfile.Profile | None = None) -> dict:
     texts, vectors, digest = corpus(samples, size + STORE_PROBES)
     base, probes = texts[:size], texts[size:]
     known = dict(zip(texts, vectors))
@@ -111,10 +128,15 @@ def measure(size: int, samples: list[dict], embedder, questions: list[str], work
     store_ms, embed_ms, refused = [], [], 0
     for text in probes:
         try:
+            if profiler:
+                profiler.enable()
             store_ms.append(timed(memory.store, text, 0.7)[0])
         except InvalidInput:
             refused += 1
             continue
+        finally:
+            if profiler:
+                profiler.disable()
         embed_ms.append(timed(embedder.embed_one, text)[0])
     recall_ms = [timed(memory.recall, q, 10)[0] for q in questions]
     query_vectors = np.stack([embedder.embed_one(q) for q in questions])
@@ -172,6 +194,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000", help="comma-separated memory counts (default 1000)")
     parser.add_argument("--vectors", type=int, default=0, help="also run the vector stage alone at this many vectors")
     parser.add_argument("--data", help="path to locomo10.json (default: ../shared/data/locomo10.json)")
+    parser.add_argument("--profile", action="store_true", help="profile the stores; print, write no results")
     args = parser.parse_args()
     samples = load_locomo(args.data)
     embedder = yourmemory.Embedder().load()
@@ -179,13 +202,20 @@ def main() -> None:
     results = []
     with tempfile.TemporaryDirectory(prefix="yourmemory-scale-", dir=Path.home()) as workdir:
         for size in [int(s) for s in args.sizes.split(",") if s]:
-            results.append({"date": machine()["date"], **measure(size, samples, embedder, questions, Path(workdir))})
+            profiler = cProfile.Profile() if args.profile else None
+            results.append({"date": machine()["date"],
+                            **measure(size, samples, embedder, questions, Path(workdir), profiler)})
             print(results[-1], flush=True)
+            if profiler:
+                print(f"where {size} memories' stores spend their time (cProfile, by cumulative time):")
+                pstats.Stats(profiler).sort_stats("cumulative").print_stats(45)
         if args.vectors:
             query_vectors = np.stack([embedder.embed_one(q) for q in questions])
             results.append({"date": machine()["date"],
                             **measure_vectors(args.vectors, samples, query_vectors, Path(workdir))})
             print(results[-1], flush=True)
+    if args.profile:
+        return
     path = write_results("scale.json", {"benchmark": "scale", "machine": machine(),
                                         "results": merged(RESULTS / "scale.json", results)})
     print(f"results: {path}")
