@@ -153,7 +153,8 @@ NUMERIC_VALUE = re.compile(r"[v$#]?\d[\d.,:/]*(k|m|gb|mb|kb|ms|s|h|%)?")
 UPDATE_MIN_SIMILARITY = 0.45
 # A very similar fact about the same subject with another value replaces the old one unannounced.
 RESTATEMENT_MIN_SIMILARITY = 0.8
-# Recall ranks a newer value of the same subject above an older one when the two are related (cosine >= 0.4).
+# Recall ranks a newer value of a fact (same subject, or an announced change) above an older one
+# when the two are related (cosine >= 0.4).
 NEWER_FIRST_MIN_SIMILARITY = 0.4
 FIRST_PERSON = {"i": "i", "me": "i", "my": "i", "mine": "i", "myself": "i",
                 "we": "we", "us": "we", "our": "we", "ours": "we", "ourselves": "we"}
@@ -1226,9 +1227,17 @@ def subject_marks(doc) -> set[str]:
     """What tells one subject from another of its kind: "q3" in "the Q3 budget", "api" in "the API server"."""
     for token in next(iter(doc.sents), []):
         if token.dep_ in ("nsubj", "nsubjpass"):
-            return {child.lower_ for child in token.children
-                    if child.dep_ in ("compound", "nummod", "npadvmod") or child.pos_ in ("PROPN", "NUM")}
+            return _marks(token)
     return set()
+
+
+def _marks(token) -> set[str]:
+    """A noun's marks and theirs: "the grant application deadline" is marked "application" and "grant"."""
+    marks = set()
+    for child in token.children:
+        if child.dep_ in ("compound", "nummod", "npadvmod") or child.pos_ in ("PROPN", "NUM"):
+            marks |= {child.lower_} | _marks(child)
+    return marks
 
 
 def value_words(doc) -> set[str]:
@@ -1799,10 +1808,12 @@ class YourMemory:
     def _newer_values_first(self, chosen: list[dict]) -> list[dict]:
         """A newer value of a fact moves just above an older one that outranked it, and takes its score.
 
-        Store supersedes only what it is sure of (an announced change, a near-identical restatement).
-        The same subject given another value by a merely related text ("Eli is in Portland these days"
-        after "Eli lives in Chicago") is not enough to hide the older memory, but enough to rank the
-        newer one first. Quoted utterances are records of what was said and keep their order.
+        Store supersedes only what it is sure of (an announced change among its nearest neighbours at
+        cosine >= 0.45, a near-identical restatement). The same subject given another value by a merely
+        related text ("Eli is in Portland these days" after "Eli lives in Chicago"), or an announced
+        change a little less similar ("Plant watering moved to Priya"), is not enough to hide the older
+        memory, but enough to rank the newer one first. Quoted utterances are records of what was said
+        and keep their order.
         """
         facts = [c for c in chosen if speaker(c["row"]["content"]) is None and looks_like_one_sentence(c["row"]["content"])]
         related = self._related_pairs([c["id"] for c in facts]) if len(facts) > 1 else set()
@@ -1810,12 +1821,17 @@ class YourMemory:
         for later in sorted(facts, key=lambda c: c["row"]["created_at"]):
             for earlier in order[:order.index(later)]:
                 if ((earlier["id"], later["id"]) in related and earlier["row"]["created_at"] < later["row"]["created_at"]
-                        and restates_value(parse(earlier["row"]["content"]), parse(later["row"]["content"]))):
+                        and self._newer_value(parse(earlier["row"]["content"]), parse(later["row"]["content"]))):
                     order.remove(later)
                     order.insert(order.index(earlier), later)
                     later["score"], later["via"] = earlier["score"], "newer"
                     break
         return order
+
+    @staticmethod
+    def _newer_value(old_doc, new_doc) -> bool:
+        """Does the newer text give the older one's fact another value, restated or announced?"""
+        return restates_value(old_doc, new_doc) or announces_update(old_doc, new_doc)
 
     def _related_pairs(self, ids: list[int]) -> set[tuple[int, int]]:
         """Pairs of these memories (both orders) whose vectors have cosine >= NEWER_FIRST_MIN_SIMILARITY."""

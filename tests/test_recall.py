@@ -179,6 +179,18 @@ def test_a_newer_value_of_the_same_subject_is_recalled_first(memory, clock, old,
     assert top[0]["via"] == "newer" and top[0]["score"] == top[1]["score"]
 
 
+def test_an_announced_change_too_loosely_related_to_supersede_is_recalled_first(memory, clock):
+    """A store supersedes an announced change's target only above cosine 0.45 among its nearest
+    neighbours; recall still puts the announcement above a related older value (cosine >= 0.4)."""
+    first = memory.store("The office plants are watered by Sam.")
+    clock.advance(seconds=60)
+    second = memory.store("Plant watering moved to Priya.")
+    assert second["action"] == "store"
+    top = memory.recall("Who waters the office plants?", top_k=2)["memories"]
+    assert [m["id"] for m in top] == [second["id"], first["id"]]
+    assert top[0]["via"] == "newer"
+
+
 def test_quoted_utterances_keep_their_order(memory, clock):
     """What someone said stays a record of that moment; recall does not reorder quotes by age."""
     first = memory.store("Caroline: I live in Chicago")

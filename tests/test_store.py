@@ -112,6 +112,7 @@ def test_a_changed_value_supersedes_the_old_memory(memory, old, new):
     ("The docs site is built with Sphinx", "We switched the docs site to MkDocs"),
     ("Priya's team standup is at 9:30", "Priya's team standup is now at 10:15"),
     ("My team lead is Oskar", "My new team lead is Farah"),  # newness said of the fact itself
+    ("The visa application deadline is 2 May", "The visa deadline was extended to 20 May"),  # marks nest
 ])
 def test_an_announced_change_in_other_words_supersedes(memory, old, new):
     first = memory.store(old)
