@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from collections import Counter
 
 import numpy as np
@@ -57,7 +58,8 @@ class Conversation(Bm25):
         self.ids = [unit_id for unit_id, _ in self.units]
         self.vectors = np.stack([embedder.embed_one(content) for _, content in self.units])
         self.sessions = [int(unit_id[1:].split(":")[0]) for unit_id in self.ids]
-        super().__init__([content for _, content in self.units], conn)
+        self.texts = [content for _, content in self.units]
+        super().__init__(self.texts, conn)
 
 
 def hybrid(cosine, bm25, vector_weight=0.6):
@@ -108,6 +110,21 @@ def feedback(c, b, s, *, vectors, query, alpha, top=3, **_):
     return smoothed(hybrid(vectors @ (moved / np.linalg.norm(moved)), b, 0.6), s, 0.5, 2)
 
 
+TIME_WORDS = re.compile(
+    r"\b(yesterday|today|tonight|tomorrow|last|next|ago|this (morning|week|month|year|weekend)|"
+    r"(mon|tues|wednes|thurs|fri|satur|sun)day|january|february|march|april|may|june|july|august|september|"
+    r"october|november|december|\d{1,2}(:\d\d)?\s?(am|pm)|\d{1,2}:\d\d|\d{4}|weekend|week|month|year)s?\b", re.I)
+WHEN_QUESTION = re.compile(r"\s*(when|what time|what date|how long ago)\b", re.I)
+
+
+def answer_type(c, b, s, *, question, texts, boost, **_):
+    """Answer-type matching: a "when" question adds ``boost`` to every turn that names a time."""
+    relevance = hybrid(c, b, 0.6)
+    if WHEN_QUESTION.match(question):
+        relevance = relevance + boost * np.array([bool(TIME_WORDS.search(t)) for t in texts], dtype=float)
+    return smoothed(relevance, s, 0.5, 2)
+
+
 def bm25_parameters(c, b, s, *, rescored, k1, length_weight, **_):
     """The product's scoring with BM25's saturation ``k1`` and length normalisation ``b`` changed."""
     return smoothed(hybrid(c, rescored(k1, length_weight), 0.6), s, 0.5, 2)
@@ -137,6 +154,8 @@ VARIANTS = {
     "the product + feedback 0.5 top 3": lambda c, b, s, **kw: feedback(c, b, s, alpha=0.5, **kw),
     "the product + feedback 0.5 top 5": lambda c, b, s, **kw: feedback(c, b, s, alpha=0.5, top=5, **kw),
     "the product + feedback 1.0 top 3": lambda c, b, s, **kw: feedback(c, b, s, alpha=1.0, **kw),
+    "the product + time words for when-questions 0.1":
+        lambda c, b, s, **kw: answer_type(c, b, s, boost=0.1, **kw),
     "the product with BM25 k1 1.2 b 0.3": lambda c, b, s, **kw: bm25_parameters(c, b, s, k1=1.2, length_weight=0.3, **kw),
     "the product with BM25 k1 0.9 b 0.4": lambda c, b, s, **kw: bm25_parameters(c, b, s, k1=0.9, length_weight=0.4, **kw),
     "the product with BM25 k1 1.5 b 0.75": lambda c, b, s, **kw: bm25_parameters(c, b, s, k1=1.5, length_weight=0.75, **kw),
@@ -160,7 +179,8 @@ def evaluate(samples, embedder, variants) -> dict[str, dict[int, float]]:
             count += 1
             for name, score in variants.items():
                 scores = score(cosine, bm25, conversation.sessions, vectors=conversation.vectors, query=query,
-                               rescored=lambda k1, b: conversation.bm25(terms, k1, b))
+                               rescored=lambda k1, b: conversation.bm25(terms, k1, b), question=q["question"],
+                               texts=conversation.texts)
                 ranked = [conversation.ids[i] for i in np.argsort(-scores)[:20]]
                 for k in (5, 10, 20):
                     totals[name][k] += len(targets & set(ranked[:k])) / len(targets)
