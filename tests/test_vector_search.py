@@ -160,9 +160,11 @@ def test_loading_the_index_up_front_reads_every_active_vector_and_no_other(memor
         assert fresh.vectors.scope_of == {memory_id: "ada" for memory_id in ids if memory_id != ids[1]}
 
 
-def test_the_sketch_stage_returns_exactly_the_n_nearest_sketches_ties_included():
-    """The first stage picks candidates by a histogram of Hamming distances. Distances are small
-    integers and tie often, so it must still return n distinct ids, none farther than any it left out."""
+def test_the_sketch_stage_returns_exactly_the_n_nearest_sketches_ties_included(monkeypatch):
+    """The first stage counts Hamming distances block by block and picks candidates by their histogram.
+    Distances are small integers and tie often, so it must still return n distinct ids, none farther
+    than any it left out. Small blocks here, so that 3,000 sketches cross many block boundaries."""
+    monkeypatch.setattr(yourmemory, "SKETCH_CHUNK", 256)
     rng = np.random.default_rng(7)
     sketches = yourmemory._ScopeSketches()
     vectors = np.sign(rng.standard_normal((3000, yourmemory.EMBEDDING_DIM))).astype(np.float32)
