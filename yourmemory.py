@@ -500,6 +500,11 @@ MIGRATIONS: list[str] = [
     """
     CREATE INDEX memories_by_successor ON memories(superseded_by) WHERE superseded_by IS NOT NULL;
     """,
+    # 8: a memory keeps its spaCy parse (``parse_record``): comparing a new memory with an older one
+    # rebuilt it in 0.12 ms instead of parsing it again in 4.2 ms. NULL until a memory is compared.
+    """
+    ALTER TABLE memories ADD COLUMN parse TEXT;
+    """,
 ]
 # The id of the next memory: one above any id ever used, so a forgotten memory's id never returns.
 NEXT_MEMORY_ID = "(SELECT value + 1 FROM id_high_water WHERE name = 'memories')"
@@ -1074,6 +1079,53 @@ def parse(text: str):
     return nlp()(strip_speaker(text)[:2000])
 
 
+def parse_record(doc) -> str:
+    """A parse as a compact record kept with its memory (JSON, about 550 bytes a sentence): the model
+    that made it, then per token its text, trailing space, head offset, dependency, POS, tag and lemma."""
+    return json.dumps({"model": _model_name(), "tokens": [
+        [t.text, bool(t.whitespace_), t.head.i - t.i, t.dep_, t.pos_, t.tag_, t.lemma_] for t in doc]},
+        ensure_ascii=False, separators=(",", ":"))
+
+
+def parsed(text: str, record: str | None):
+    """A stored memory's parse: rebuilt from its record (0.1 ms), else made now (4 ms)."""
+    doc = rebuilt(text, record)
+    return parse(text) if doc is None else doc
+
+
+def rebuilt(text: str, record: str | None):
+    """The parse in ``record`` if this model made it for this text, else None (a damaged record too)."""
+    if not record:
+        return None
+    try:
+        return _rebuilt(record, strip_speaker(text)[:2000])
+    except (ValueError, TypeError, KeyError, IndexError):
+        return None
+
+
+def _rebuilt(record: str, text: str):
+    model = _model_name()  # loads spaCy first, under its lock: a warm-up thread may be importing it now
+    from spacy.tokens import Doc
+    saved = json.loads(record)
+    if saved["model"] != model:
+        raise ValueError("made by another model")
+    tokens = saved["tokens"]
+    heads = [i + token[2] for i, token in enumerate(tokens)]
+    if not all(0 <= head < len(tokens) for head in heads):
+        raise ValueError("a head outside the text")
+    doc = Doc(nlp().vocab, words=[t[0] for t in tokens], spaces=[bool(t[1]) for t in tokens], heads=heads,
+              deps=[t[3] for t in tokens], pos=[t[4] for t in tokens], tags=[t[5] for t in tokens],
+              lemmas=[t[6] for t in tokens])
+    if doc.text != text:
+        raise ValueError("the record is of another text")
+    return doc
+
+
+def _model_name() -> str:
+    meta = nlp().meta
+    return f"{meta['lang']}_{meta['name']}-{meta['version']}"
+
+
 def words(text: str):
     """The words ``parse`` would see, from spaCy's tokenizer alone (a fraction of a parse's cost)."""
     return nlp().tokenizer(strip_speaker(text)[:2000])
@@ -1560,7 +1612,7 @@ class Caller:
 
 MEMORY_COLUMNS = ("id, user_id, agent_id, visibility, source, content, category, importance, recall_count, "
                   "status, superseded_by, "
-                  "created_at, updated_at, last_accessed_at, pruned_at, predicate, follows")
+                  "created_at, updated_at, last_accessed_at, pruned_at, predicate, follows, parse")
 
 
 def iso(timestamp: float | None) -> str | None:
@@ -1625,7 +1677,7 @@ class YourMemory:
         vector = self.embedder.embed_one(content)
         doc = parse(content)
         new = {"content": content, "importance": importance, "category": category, "visibility": visibility,
-               "predicate": main_predicate(doc)}
+               "predicate": main_predicate(doc), "parse": parse_record(doc)}
         with self._lock, transaction(self.db):
             now = self.clock()
             # Only memories of the same visibility and owner, which the caller may read, are compared:
@@ -1645,7 +1697,7 @@ class YourMemory:
                         return self._stored(caller, "reinforce", memory_id, kept["category"], False,
                                             kept["importance"], visibility, content=old_content)
                     continue
-                if self._replaces(old_content, content, doc, similarity):
+                if self._replaces(old_content, content, doc, similarity, lambda: self._stored_parse(memory_id)):
                     outdated.append((memory_id, old_content))
             new_id = self._insert(new, caller, vector, now, neighbours)
             if not outdated:
@@ -1657,7 +1709,7 @@ class YourMemory:
                                 supersededIds=[memory_id for memory_id, _ in outdated])
 
     @staticmethod
-    def _replaces(old_content: str, new_content: str, new_doc, similarity: float) -> bool:
+    def _replaces(old_content: str, new_content: str, new_doc, similarity: float, old_parse: Callable) -> bool:
         """Does the new text state a newer value of the old one's fact? Speakers ("Ada: ...") must match.
 
         A quoted utterance ("Ada: we moved to Lyon") is a record of what was said, an event that
@@ -1673,11 +1725,20 @@ class YourMemory:
         may_announce = a_fact and _announces_change(new_doc)
         may_restate = a_fact and similarity >= RESTATEMENT_MIN_SIMILARITY
         if not (may_contradict or may_announce or may_restate):
-            return False  # decided without parsing the old text
-        old_doc = parse(old_content)
+            return False  # decided without the old text's parse
+        old_doc = old_parse()
         return ((may_contradict and contradicts(old_doc, new_doc))
                 or (may_announce and announces_update(old_doc, new_doc))
                 or (may_restate and restates_value(old_doc, new_doc)))
+
+    def _stored_parse(self, memory_id: int):
+        """A memory's parse from its record; one made now is recorded, so each memory is parsed once."""
+        content, record = self.db.execute("SELECT content, parse FROM memories WHERE id = ?", (memory_id,)).fetchone()
+        doc = rebuilt(content, record)
+        if doc is None:
+            doc = parse(content)
+            self.db.execute("UPDATE memories SET parse = ? WHERE id = ?", (parse_record(doc), memory_id))
+        return doc
 
     def _stored(self, caller: Caller, action: str, memory_id: int, category: str, inferred: bool,
                 importance: float, visibility: str, **extra) -> dict:
@@ -1711,10 +1772,10 @@ class YourMemory:
     def _insert(self, new: dict, caller: Caller, vector, now: float, neighbours: list | None = None) -> int:
         memory_id = self.db.execute(
             f"""INSERT INTO memories (id, user_id, agent_id, visibility, content, category, importance, predicate,
-                                      token_count, created_at, updated_at, last_accessed_at, follows)
+                                      token_count, created_at, updated_at, last_accessed_at, follows, parse)
                 VALUES ({NEXT_MEMORY_ID}, :user, :agent, :visibility, :content, :category, :importance, :predicate,
-                        :tokens, :now, :now, :now, :follows)""",
-            {**new, "user": caller.user, "agent": caller.agent, "now": now,
+                        :tokens, :now, :now, :now, :follows, :parse)""",
+            {"parse": None, **new, "user": caller.user, "agent": caller.agent, "now": now,
              "tokens": len(fts_terms(self.db, new["content"])),
              "follows": self._previous_store(caller, new["visibility"], now)}).lastrowid
         self.db.execute("INSERT INTO memory_vectors (memory_id, embedding, scope, active) VALUES (?, ?, ?, 1)",
@@ -1826,7 +1887,8 @@ class YourMemory:
         for later in sorted(facts, key=lambda c: c["row"]["created_at"]):
             for earlier in order[:order.index(later)]:
                 if ((earlier["id"], later["id"]) in related and earlier["row"]["created_at"] < later["row"]["created_at"]
-                        and self._newer_value(parse(earlier["row"]["content"]), parse(later["row"]["content"]))):
+                        and self._newer_value(parsed(earlier["row"]["content"], earlier["row"]["parse"]),
+                                              parsed(later["row"]["content"], later["row"]["parse"]))):
                     order.remove(later)
                     order.insert(order.index(earlier), later)
                     later["score"], later["via"] = earlier["score"], "newer"
@@ -2011,7 +2073,8 @@ class YourMemory:
         if importance is not None:
             importance = _check_importance(importance)
         vector = self.embedder.embed_one(new_content)
-        predicate = main_predicate(parse(new_content))
+        doc = parse(new_content)
+        predicate = main_predicate(doc)
         with self._lock, transaction(self.db):
             now = self.clock()
             row = self._require(memory_id, caller, write=True)
@@ -2024,9 +2087,10 @@ class YourMemory:
             self.db.execute("""INSERT INTO memory_history (memory_id, content, importance, reason, changed_at)
                                VALUES (?, ?, ?, 'updated', ?)""", (memory_id, row["content"], row["importance"], now))
             self.db.execute(
-                """UPDATE memories SET content = ?, importance = coalesce(?, importance), predicate = ?,
+                """UPDATE memories SET content = ?, importance = coalesce(?, importance), predicate = ?, parse = ?,
                                        token_count = ?, updated_at = ?, last_accessed_at = ? WHERE id = ?""",
-                (new_content, importance, predicate, len(fts_terms(self.db, new_content)), now, now, memory_id))
+                (new_content, importance, predicate, parse_record(doc), len(fts_terms(self.db, new_content)), now, now,
+                 memory_id))
             self.db.execute("UPDATE memory_vectors SET embedding = ? WHERE memory_id = ?",
                             (vector_blob(vector), memory_id))
             # Re-link: drop its own links and those from memories like it; one-way links from
@@ -2205,7 +2269,7 @@ class YourMemory:
         if isinstance(recalls, bool) or not isinstance(recalls, int) or recalls < 0:
             raise InvalidInput("recall_count", "must be a non-negative integer")
         vector = self.embedder.embed_one(content)
-        predicate = main_predicate(parse(content))
+        doc = parse(content)
         with self._lock, transaction(self.db):
             now = self.clock()
             # The same text has the same vector, so a copy already stored is among the nearest memories,
@@ -2216,7 +2280,7 @@ class YourMemory:
                        AND source = 'memory'""", (json.dumps([m for m, _, _ in neighbours]), content)).fetchone():
                 return 0
             new = {"content": content, "importance": importance, "category": category, "visibility": "shared",
-                   "predicate": predicate}
+                   "predicate": main_predicate(doc), "parse": parse_record(doc)}
             memory_id = self._insert(new, caller, vector, now, neighbours)
             created = _parse_time(record.get("created_at")) or now
             self.db.execute(

@@ -67,3 +67,17 @@ def isolated_home(tmp_path, monkeypatch):
     monkeypatch.delenv("YOURMEMORY_DB", raising=False)
     monkeypatch.delenv("YOURMEMORY_USER", raising=False)
     monkeypatch.delenv("YOURMEMORY_SQLITE", raising=False)
+
+
+@pytest.fixture
+def parses(monkeypatch):
+    """The texts spaCy parses from here on (the parse cache emptied first)."""
+    seen = []
+    real = yourmemory.parse
+
+    def counting(text):
+        seen.append(text)
+        return real(text)
+    real.cache_clear()
+    monkeypatch.setattr(yourmemory, "parse", counting)
+    return seen

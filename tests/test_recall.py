@@ -191,6 +191,16 @@ def test_an_announced_change_too_loosely_related_to_supersede_is_recalled_first(
     assert top[0]["via"] == "newer"
 
 
+def test_recall_compares_results_from_their_stored_parses(memory, clock, parses):
+    first = memory.store("Lena drives a Volvo estate")
+    clock.advance(seconds=60)
+    second = memory.store("Lena drives an electric Kia")
+    parses.clear()
+    top = memory.recall("What car does Lena drive?", top_k=2)["memories"]
+    assert [m["id"] for m in top] == [second["id"], first["id"]] and top[0]["via"] == "newer"
+    assert parses == [], "no memory parsed again"
+
+
 def test_quoted_utterances_keep_their_order(memory, clock):
     """What someone said stays a record of that moment; recall does not reorder quotes by age."""
     first = memory.store("Caroline: I live in Chicago")

@@ -132,6 +132,33 @@ def test_an_announced_change_supersedes_every_older_value_it_replaces(memory, cl
     assert memory.stats()["memories"]["active"] == 1
 
 
+def test_an_older_memory_is_compared_from_its_stored_parse_not_parsed_again(memory, parses):
+    old = memory.store("We deploy the API on Heroku")
+    new = memory.store("We moved the API deployment to Fly.io")
+    assert new["action"] == "supersede" and new["supersededIds"] == [old["id"]]
+    assert parses == ["We deploy the API on Heroku", "We moved the API deployment to Fly.io"], \
+        "each text parsed once, when it was stored"
+
+
+@pytest.mark.parametrize("record", [
+    None,  # a memory stored before parses were kept (schema 7)
+    "{not json",  # damaged
+    '{"model":"en_core_web_sm-1.0.0","tokens":[]}',  # another spaCy model's
+    '{"model":"MODEL","tokens":[["We",true,1,"nsubj","PRON","PRP","we"]]}',  # of another text
+])
+def test_an_older_memory_without_a_usable_parse_is_parsed_once_and_its_parse_kept(memory, parses, record):
+    old = memory.store("We deploy the API on Heroku")
+    model = yourmemory._model_name()
+    memory.db.execute("UPDATE memories SET parse = ? WHERE id = ?",
+                      (record and record.replace("MODEL", model), old["id"]))
+    parses.clear()
+    new = memory.store("We moved the API deployment to Fly.io")
+    assert new["action"] == "supersede" and new["supersededIds"] == [old["id"]]
+    assert "We deploy the API on Heroku" in parses
+    kept = memory.db.execute("SELECT parse FROM memories WHERE id = ?", (old["id"],)).fetchone()[0]
+    assert yourmemory.rebuilt("We deploy the API on Heroku", kept) is not None
+
+
 def test_a_near_identical_statement_with_another_value_supersedes_unannounced(memory):
     first = memory.store("The nightly build starts at 02:00")
     second = memory.store("The nightly build kicks off at 03:30")
