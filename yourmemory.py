@@ -1700,7 +1700,8 @@ class YourMemory:
                         return self._stored(caller, "reinforce", memory_id, kept["category"], False,
                                             kept["importance"], visibility, content=old_content)
                     continue
-                if self._replaces(old_content, content, doc, similarity, lambda: self._stored_parse(memory_id)):
+                if self._replaces(old_content, content, doc, similarity,
+                                  lambda: self._stored_parse(memory_id, old_content)):
                     outdated.append((memory_id, old_content))
             new_id = self._insert(new, caller, vector, now, neighbours)
             if not outdated:
@@ -1734,9 +1735,9 @@ class YourMemory:
                 or (may_announce and announces_update(old_doc, new_doc))
                 or (may_restate and restates_value(old_doc, new_doc)))
 
-    def _stored_parse(self, memory_id: int):
+    def _stored_parse(self, memory_id: int, content: str):
         """A memory's parse from its record; one made now is recorded, so each memory is parsed once."""
-        content, record = self.db.execute("SELECT content, parse FROM memories WHERE id = ?", (memory_id,)).fetchone()
+        record = self.db.execute("SELECT parse FROM memories WHERE id = ?", (memory_id,)).fetchone()[0]
         doc = rebuilt(content, record)
         if doc is None:
             doc = parse(content)
@@ -1886,12 +1887,17 @@ class YourMemory:
         """
         facts = [c for c in chosen if speaker(c["row"]["content"]) is None and looks_like_one_sentence(c["row"]["content"])]
         related = self._related_pairs([c["id"] for c in facts]) if len(facts) > 1 else set()
+        docs = {}  # each result's parse, rebuilt once however many pairs it is in
+
+        def doc(c):
+            if c["id"] not in docs:
+                docs[c["id"]] = parsed(c["row"]["content"], c["row"]["parse"])
+            return docs[c["id"]]
         order = list(chosen)
         for later in sorted(facts, key=lambda c: c["row"]["created_at"]):
             for earlier in order[:order.index(later)]:
                 if ((earlier["id"], later["id"]) in related and earlier["row"]["created_at"] < later["row"]["created_at"]
-                        and self._newer_value(parsed(earlier["row"]["content"], earlier["row"]["parse"]),
-                                              parsed(later["row"]["content"], later["row"]["parse"]))):
+                        and self._newer_value(doc(earlier), doc(later))):
                     order.remove(later)
                     order.insert(order.index(earlier), later)
                     later["score"], later["via"] = earlier["score"], "newer"
