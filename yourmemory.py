@@ -99,6 +99,11 @@ STRENGTH_FLOOR = 0.5
 CONTEXT_GAP_SECONDS = 30 * 60
 CONTEXT_STEPS = 2
 CONTEXT_SHARE = 0.5
+# A question is not an answer: a memory's own relevance is cut by QUESTION_DISCOUNT times the share
+# of its text that asks, and the memory stored right after it (where an answer comes) takes
+# CONTEXT_SHARE + ANSWER_SHARE times that share of the question's relevance instead of CONTEXT_SHARE.
+QUESTION_DISCOUNT = 0.5
+ANSWER_SHARE = 0.4
 
 # Vector search: candidates by the Hamming distance of one-bit sketches, then exact cosine.
 # Candidates rescored: 10 per neighbour asked for, at least 200 per scope (a scope this small is
@@ -1041,6 +1046,14 @@ def is_pure_question(text: str) -> bool:
     return all(_opens_like_question(s) for s in sentences)
 
 
+def question_share(text: str) -> float:
+    """The share of a text, by characters, in sentences that ask: 1.0 for "Which projects excite
+    you?", about half for "Sorry about your knee. Any ways to stay active while you heal?"."""
+    sentences = [s.strip() for s in _SENTENCE.findall(_SPEAKER.sub("", text)) if s.strip(" .!?")]
+    asked = sum(len(s) for s in sentences if s.endswith("?"))
+    return asked / sum(len(s) for s in sentences) if asked else 0.0
+
+
 def looks_like_one_sentence(text: str) -> bool:
     """A cheap test before a parse: a paragraph (a summary, a story) is never one value that changes.
     ("Dr. Osei is our dentist" looks like two: a miss costs a reordering, never a wrong one.)"""
@@ -1941,13 +1954,23 @@ class YourMemory:
             c["signals"] = {"vector": VECTOR_WEIGHT * c["similarity"],
                             "bm25": BM25_WEIGHT * normalised(c["bm25"], max_bm25)}
             c["own"] = sum(c["signals"].values())
+        asks = {memory_id: question_share(c["row"]["content"]) for memory_id, c in found.items()}
         for memory_id, c in found.items():
-            c["signals"]["context"] = CONTEXT_SHARE * max(
-                (found[n]["own"] for n in episodes.get(memory_id, ()) if n in found), default=0.0)
-            c["relevance"] = c["own"] + c["signals"]["context"]
+            c["signals"]["question"] = -QUESTION_DISCOUNT * asks[memory_id] * c["own"]
+            c["signals"]["context"] = max(
+                (self._context_share(c["row"], n, asks[n]) * found[n]["own"]
+                 for n in episodes.get(memory_id, ()) if n in found), default=0.0)
+            c["relevance"] = sum(c["signals"].values())
             c["score"] = weigh_by_strength(c["relevance"], self._strength(c["row"], now))
             c["via"] = max(c["signals"], key=c["signals"].get)  # the signal that contributed most
         return found
+
+    @staticmethod
+    def _context_share(row: dict, neighbour: int, neighbour_asks: float) -> float:
+        """How much of a neighbour's relevance a memory takes: more when it came right after a question."""
+        if row["follows"] == neighbour:
+            return CONTEXT_SHARE + ANSWER_SHARE * neighbour_asks
+        return CONTEXT_SHARE
 
     def _episodes(self, ids: list[int], caller: Caller) -> dict[int, set[int]]:
         """For each memory, the active visible memories stored within CONTEXT_STEPS before or after it."""

@@ -164,6 +164,29 @@ def test_an_episode_never_crosses_writers(memory, clock):
     assert memory.get(first)["follows"] is None
 
 
+@pytest.mark.parametrize("text, share", [
+    ("Sam: Which projects excite you most?", 1.0),
+    ("The deploy failed because the registry token expired.", 0.0),
+    ("Sorry about your knee. Any ways to stay active?", 0.5),
+])
+def test_question_share_is_the_part_of_a_text_that_asks(text, share):
+    assert yourmemory.question_share(text) == pytest.approx(share, abs=0.1)
+
+
+def test_an_answer_outranks_the_question_it_answers(memory, clock):
+    """A question is worded like the query but holds no answer: it counts for half itself, and the memory
+    stored right after it (the reply) takes a larger share of its relevance."""
+    for text in NOISE:
+        memory.store(text)
+        clock.advance(days=1)
+    asked = memory.store("Sam: Sorry to hear about your knee. Are there any ways to stay active while you heal?")["id"]
+    clock.advance(seconds=30)
+    answer = memory.store("Evan: Watercolor painting keeps me busy. It's a chill way to relax.")["id"]
+    top = memory.recall("What does Evan do to stay active while his knee heals?", top_k=2)["memories"]
+    assert [m["id"] for m in top] == [answer, asked]
+    assert top[0]["via"] == "context"
+
+
 @pytest.mark.parametrize("old, new, query", [
     ("Lena drives a Volvo estate", "Lena drives an electric Kia", "What car does Lena drive?"),
     ("Eli lives in Chicago", "Eli is in Portland these days", "Where does Eli live?"),
