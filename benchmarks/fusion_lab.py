@@ -59,6 +59,7 @@ class Conversation(Bm25):
         self.vectors = np.stack([embedder.embed_one(content) for _, content in self.units])
         self.sessions = [int(unit_id[1:].split(":")[0]) for unit_id in self.ids]
         self.texts = [content for _, content in self.units]
+        self.asks = np.array([yourmemory.question_share(text) for text in self.texts])
         super().__init__(self.texts, conn)
 
 
@@ -130,6 +131,69 @@ def bm25_parameters(c, b, s, *, rescored, k1, length_weight, **_):
     return smoothed(hybrid(c, rescored(k1, length_weight), 0.6), s, 0.5, 2)
 
 
+def questions_answered(c, b, s, *, asks, discount, answer_share, **_):
+    """A question is not an answer: a turn's own relevance is cut by ``discount`` times the share of it that
+    asks, and the next turn of the session takes 0.5 + ``answer_share`` times that share of the question's
+    relevance (instead of 0.5) as its context."""
+    relevance, sessions, n = hybrid(c, b, 0.6), np.asarray(s), len(c)
+    best = np.zeros(n)
+    for offset in (1, 2):
+        same = sessions[offset:] == sessions[:-offset]
+        from_before = 0.5 + (answer_share * asks[:-offset] if offset == 1 else 0.0)
+        before, after = np.zeros(n), np.zeros(n)
+        before[offset:] = np.where(same, from_before * relevance[:-offset], 0.0)
+        after[:-offset] = np.where(same, 0.5 * relevance[offset:], 0.0)
+        best = np.maximum(best, np.maximum(before, after))
+    return relevance * (1 - discount * asks) + best
+
+
+def diverse(c, b, s, *, penalty, **_):
+    """The product's order, but a turn within one step of a turn already ranked loses ``penalty``."""
+    scores = smoothed(hybrid(c, b, 0.6), s, 0.5, 2)
+    pool, ranked = list(np.argsort(-scores)[:60]), []
+    while pool and len(ranked) < 20:
+        pick = max(pool, key=lambda i: scores[i] - penalty * any(abs(i - j) <= 1 for j in ranked))
+        pool.remove(pick)
+        ranked.append(pick)
+    out = np.full(len(scores), -1e9)
+    out[ranked] = np.arange(len(ranked), 0, -1)
+    return out
+
+
+def bm25_floor(c, b, s, *, floor, **_):
+    """The product's scoring with BM25 scaled by max(best BM25, ``floor``): a weak best match stays weak."""
+    return smoothed(0.6 * c + 0.4 * b / max(b.max(), floor), s, 0.5, 2)
+
+
+def z_scored_cosine(c, b, s, **_):
+    """Cosine as a z-score over the conversation, scaled to a maximum of 1, fused with BM25 as before."""
+    z = (c - c.mean()) / c.std()
+    return smoothed(hybrid(z / z.max(), b, 0.6), s, 0.5, 2)
+
+
+def neighbour_vectors(c, b, s, *, vectors, query, mix, **_):
+    """Each turn's vector plus ``mix`` times its neighbours' (one step either side), renormalised."""
+    mixed = vectors.copy()
+    mixed[1:] += mix * vectors[:-1]
+    mixed[:-1] += mix * vectors[1:]
+    mixed /= np.linalg.norm(mixed, axis=1, keepdims=True)
+    return smoothed(hybrid(mixed @ query, b, 0.6), s, 0.5, 2)
+
+
+def query_without_question_words(c, b, s, *, question, vectors, embed, **_):
+    """The cosine averaged with that of the question's content words only ("Evan knee heals")."""
+    words = [w for w in re.findall(r"[\w']+", question) if w.lower() not in yourmemory.STOPWORDS]
+    plain = embed(" ".join(words) or question)
+    return smoothed(hybrid(0.5 * c + 0.5 * (vectors @ plain), b, 0.6), s, 0.5, 2)
+
+
+def short_turns_penalised(c, b, s, *, texts, **kw):
+    """On top of the question rule: a turn with fewer than 5 content words loses up to 40% of its score."""
+    count = np.array([len(yourmemory.content_words(yourmemory.strip_speaker(t))) for t in texts], dtype=float)
+    scores = questions_answered(c, b, s, texts=texts, discount=0.5, answer_share=0.4, **kw)
+    return scores * (1 - 0.4 * np.clip((5 - count) / 5, 0, 1))
+
+
 VARIANTS = {
     "cosine": lambda c, b, s, **_: c,
     "bm25": lambda c, b, s, **_: b,
@@ -140,7 +204,7 @@ VARIANTS = {
     "hybrid 0.6 + neighbour 0.35 w1": lambda c, b, s, **_: smoothed(hybrid(c, b, 0.6), s, 0.35, 1),
     "hybrid 0.6 + neighbour 0.5 w1": lambda c, b, s, **_: smoothed(hybrid(c, b, 0.6), s, 0.5, 1),
     "hybrid 0.6 + neighbour 0.35 w2": lambda c, b, s, **_: smoothed(hybrid(c, b, 0.6), s, 0.35, 2),
-    "hybrid 0.6 + neighbour 0.5 w2 (the product)": lambda c, b, s, **_: smoothed(hybrid(c, b, 0.6), s, 0.5, 2),
+    "hybrid 0.6 + neighbour 0.5 w2 (the product before questions)": lambda c, b, s, **_: smoothed(hybrid(c, b, 0.6), s, 0.5, 2),
     "hybrid 0.6 + neighbour 0.7 w2": lambda c, b, s, **_: smoothed(hybrid(c, b, 0.6), s, 0.7, 2),
     "hybrid 0.6 + neighbour 0.5 w3": lambda c, b, s, **_: smoothed(hybrid(c, b, 0.6), s, 0.5, 3),
     "hybrid 0.7 + neighbour 0.5 w2": lambda c, b, s, **_: smoothed(hybrid(c, b, 0.7), s, 0.5, 2),
@@ -161,6 +225,28 @@ VARIANTS = {
     "the product with BM25 k1 1.5 b 0.75": lambda c, b, s, **kw: bm25_parameters(c, b, s, k1=1.5, length_weight=0.75, **kw),
     "the product with BM25 k1 2.0 b 0.75": lambda c, b, s, **kw: bm25_parameters(c, b, s, k1=2.0, length_weight=0.75, **kw),
     "the product with BM25 k1 1.2 b 1.0": lambda c, b, s, **kw: bm25_parameters(c, b, s, k1=1.2, length_weight=1.0, **kw),
+    "questions discounted 0.3 answers take 0": lambda c, b, s, **kw: questions_answered(
+        c, b, s, discount=0.3, answer_share=0.0, **kw),
+    "questions discounted 0.5 answers take 0": lambda c, b, s, **kw: questions_answered(
+        c, b, s, discount=0.5, answer_share=0.0, **kw),
+    "questions discounted 0 answers take 0.4": lambda c, b, s, **kw: questions_answered(
+        c, b, s, discount=0.0, answer_share=0.4, **kw),
+    "questions discounted 0.5 answers take 0.2": lambda c, b, s, **kw: questions_answered(
+        c, b, s, discount=0.5, answer_share=0.2, **kw),
+    "questions discounted 0.5 answers take 0.4 (the product)": lambda c, b, s, **kw: questions_answered(
+        c, b, s, discount=0.5, answer_share=0.4, **kw),
+    "questions discounted 0.5 answers take 0.6": lambda c, b, s, **kw: questions_answered(
+        c, b, s, discount=0.5, answer_share=0.6, **kw),
+    "questions discounted 0.7 answers take 0.4": lambda c, b, s, **kw: questions_answered(
+        c, b, s, discount=0.7, answer_share=0.4, **kw),
+    "episode diversity 0.05": lambda c, b, s, **kw: diverse(c, b, s, penalty=0.05, **kw),
+    "episode diversity 0.1": lambda c, b, s, **kw: diverse(c, b, s, penalty=0.1, **kw),
+    "the product before questions with BM25 over max(best 10)": lambda c, b, s, **kw: bm25_floor(c, b, s, floor=10, **kw),
+    "the product before questions with z-scored cosine": z_scored_cosine,
+    "the product before questions with neighbour vectors 0.2":
+        lambda c, b, s, **kw: neighbour_vectors(c, b, s, mix=0.2, **kw),
+    "the product before questions + query without question words": query_without_question_words,
+    "the product + short turns penalised": short_turns_penalised,
 }
 
 
@@ -180,7 +266,7 @@ def evaluate(samples, embedder, variants) -> dict[str, dict[int, float]]:
             for name, score in variants.items():
                 scores = score(cosine, bm25, conversation.sessions, vectors=conversation.vectors, query=query,
                                rescored=lambda k1, b: conversation.bm25(terms, k1, b), question=q["question"],
-                               texts=conversation.texts)
+                               texts=conversation.texts, asks=conversation.asks, embed=embedder.embed_one)
                 ranked = [conversation.ids[i] for i in np.argsort(-scores)[:20]]
                 for k in (5, 10, 20):
                     totals[name][k] += len(targets & set(ranked[:k])) / len(targets)
