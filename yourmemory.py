@@ -1137,7 +1137,9 @@ def _rebuilt(record: bytes, text: str):
     return doc
 
 
+@functools.lru_cache(maxsize=1)
 def _model_name() -> str:
+    """The loaded spaCy model, as "en_core_web_sm-3.8.0" (cached: spaCy builds ``meta`` afresh, 0.5 ms)."""
     meta = nlp().meta
     return f"{meta['lang']}_{meta['name']}-{meta['version']}"
 
@@ -1823,7 +1825,7 @@ class YourMemory:
         weight = verb_weight(predicate)
         own = caller.scope(visibility)
         reach = [own] + ([caller.scope("shared")] if visibility == "private" and "shared" in caller.can_read else [])
-        sources = {memory_id}
+        edges = []
         for scope in reach:
             found = own_neighbours if scope == own and own_neighbours is not None else \
                 self._nearest(vector, [scope], EDGE_FANOUT + 1)
@@ -1831,22 +1833,19 @@ class YourMemory:
                 if other_id == memory_id or similarity < EDGE_MIN_SIMILARITY:
                     continue
                 pairs = [(memory_id, other_id)] + ([(other_id, memory_id)] if scope == own else [])
-                for source, target in pairs:
-                    self.db.execute(
-                        """INSERT INTO memory_edges (source_id, target_id, weight, relation) VALUES (?, ?, ?, ?)
-                           ON CONFLICT (source_id, target_id) DO UPDATE SET weight = excluded.weight,
-                                                                            relation = excluded.relation""",
-                        (source, target, round(similarity * weight, 6), predicate))
-                    sources.add(source)
-        for source in sources:
-            self._keep_strongest_edges(source)
+                edges += [(source, target, round(similarity * weight, 6), predicate) for source, target in pairs]
+        self.db.executemany(
+            """INSERT INTO memory_edges (source_id, target_id, weight, relation) VALUES (?, ?, ?, ?)
+               ON CONFLICT (source_id, target_id) DO UPDATE SET weight = excluded.weight, relation = excluded.relation""",
+            edges)
+        self._keep_strongest_edges({memory_id} | {source for source, *_ in edges})
 
-    def _keep_strongest_edges(self, node: int) -> None:
-        self.db.execute(
+    def _keep_strongest_edges(self, nodes: Iterable[int]) -> None:
+        self.db.executemany(
             """DELETE FROM memory_edges WHERE source_id = :node AND target_id NOT IN (
                    SELECT target_id FROM memory_edges WHERE source_id = :node
                    ORDER BY weight DESC, target_id DESC LIMIT :fanout)""",
-            {"node": node, "fanout": EDGE_FANOUT})
+            [{"node": node, "fanout": EDGE_FANOUT} for node in sorted(nodes)])
 
     def _supersede(self, old_id: int, new_id: int, caller: Caller, now: float) -> None:
         self.db.execute("UPDATE memories SET status = 'superseded', superseded_by = ?, updated_at = ? WHERE id = ?",
