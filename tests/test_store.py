@@ -114,6 +114,11 @@ def test_a_changed_value_supersedes_the_old_memory(memory, old, new):
     ("Priya's team standup is at 9:30", "Priya's team standup is now at 10:15"),
     ("My team lead is Oskar", "My new team lead is Farah"),  # newness said of the fact itself
     ("The visa application deadline is 2 May", "The visa deadline was extended to 20 May"),  # marks nest
+    ("The nginx config lives in /etc/nginx/sites-enabled/app",  # "we" act on the thing the old text is about
+     "We moved the nginx config into the repo under deploy/nginx.conf"),
+    ("The requests library is pinned to 2.28",  # lemmatised "repinne" by the small model
+     "We repinned requests to 2.32 after the security advisory"),
+    ("The release manager for v5 is Hana", "Lee took over as v5 release manager"),  # a phrasal change
 ])
 def test_an_announced_change_in_other_words_supersedes(memory, old, new):
     first = memory.store(old)
@@ -183,6 +188,7 @@ def test_a_denied_change_or_a_value_of_another_kind_supersedes_nothing(memory, o
     ("Bob's editor is Emacs", "Alice switched her editor to Neovim"),
     ("Caroline: I live in Boston", "Melanie: I moved to Denver last spring"),
     ("We use Jenkins for CI", "We now cache Docker layers in CI"),
+    ("Nadia is based in Lisbon", "We moved Nadia's desk to the window"),  # she is named, not her fact
 ])
 def test_a_change_of_someone_else_or_of_another_value_supersedes_nothing(memory, old, new):
     memory.store(old)
