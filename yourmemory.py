@@ -1233,7 +1233,9 @@ def _new_value_of_same_fact(old_doc, new_doc, *, same_subject: bool) -> bool:
         return False  # a paragraph (a summary, a story) is a record, not one value that can go stale
     old_owner, new_owner = owner(old_doc), owner(new_doc)
     old_words, new_words = content_lemmas(old_doc), content_lemmas(new_doc)
-    if old_owner and new_owner and old_owner != new_owner and not _acts_on(old_owner, new_owner, old_words, new_words):
+    replaced = value_words(old_doc) & _named_things(new_doc)  # "Contoso overtook Northwind as our biggest client"
+    if old_owner and new_owner and old_owner != new_owner and not (
+            _acts_on(old_owner, new_owner, old_words, new_words) or (replaced and not same_subject)):
         return False
     old_subject, new_subject = subject_head(old_doc), subject_head(new_doc)
     if same_subject and old_subject != new_subject:
@@ -1244,7 +1246,7 @@ def _new_value_of_same_fact(old_doc, new_doc, *, same_subject: bool) -> bool:
         return False  # "the Q4 budget" is not "the Q3 budget"; "bug #4313" is not "bug #4312"
     old_values, new_values = value_words(old_doc) - new_words, value_words(new_doc) - old_words
     if not same_subject and not old_values and new_values:
-        old_values = value_words(old_doc) & _named_things(new_doc)  # "We replaced Datadog with Grafana"
+        old_values = replaced  # "We replaced Datadog with Grafana"
     if not (old_values and new_values) or _numeric(old_doc, old_values) != _numeric(new_doc, new_values):
         return False
     return same_subject or bool(old_words & new_words - {old_owner, new_owner})
@@ -1574,9 +1576,14 @@ def query_terms(conn, query: str) -> list[str]:
     return list(dict.fromkeys(fts_terms(conn, " ".join(meaningful))))[:64]
 
 
-def bm25_scores(conn, terms: list[str], visible: dict, limit: int | None = None) -> dict[int, float]:
+def bm25_scores(conn, terms: list[str], visible: dict, limit: int | None = None, *,
+                replaced: Sequence[int] = ()) -> dict[int, float]:
     """Okapi BM25 exactly as FTS5 computes it, but with document counts and lengths taken
-    over the memories the caller may see: a score never depends on anyone else's memories."""
+    over the memories the caller may see: a score never depends on anyone else's memories.
+
+    With ``replaced`` (memories that visible ones superseded), those are scored instead, against the
+    same statistics: a successor may answer with its predecessors' words.
+    """
     if not terms:
         return {}
     documents, tokens = conn.execute(
@@ -1590,6 +1597,11 @@ def bm25_scores(conn, terms: list[str], visible: dict, limit: int | None = None)
                 WHERE t.term = :term AND m.status = 'active' AND {VISIBLE_TO_CALLER} GROUP BY t.doc""",
             {**visible, "term": term}).fetchall()
         idf = max(1e-6, math.log((documents - len(postings) + 0.5) / (len(postings) + 0.5)))
+        if replaced:
+            postings = conn.execute(
+                """SELECT t.doc, count(*), m.token_count FROM memory_fts_terms AS t JOIN memories AS m ON m.id = t.doc
+                   WHERE t.term = ? AND t.doc IN (SELECT value FROM json_each(?)) GROUP BY t.doc""",
+                (term, json.dumps(list(replaced)))).fetchall()
         for memory_id, frequency, length in postings:
             saturation = frequency + BM25_K1 * (1 - BM25_B + BM25_B * length / average_length)
             scores[memory_id] = scores.get(memory_id, 0.0) + idf * frequency * (BM25_K1 + 1) / saturation
@@ -1993,14 +2005,15 @@ class YourMemory:
         found: dict[int, dict] = {}
         for memory_id, similarity, _ in self._nearest(vector, caller.read_scopes(), limit):
             found[memory_id] = {"id": memory_id, "similarity": similarity}
-        lexical = bm25_scores(self.db, query_terms(self.db, query), caller.sql())
+        terms = query_terms(self.db, query)
+        lexical = bm25_scores(self.db, terms, caller.sql())
         for memory_id in list(lexical)[:limit]:
             found.setdefault(memory_id, {"id": memory_id, "similarity": None})
         episodes = self._episodes(list(found), caller)
         for memory_id in set(episodes) - set(found):
             found[memory_id] = {"id": memory_id, "similarity": None}
         self._fill_similarity(found, vector)
-        self._inherit_similarity(found, vector)
+        self._inherit_from_replaced(found, vector, terms, lexical, caller)
         max_bm25 = max((lexical.get(memory_id, 0.0) for memory_id in found), default=0.0)
         rows = self._memory_rows(found)
         for memory_id, c in found.items():
@@ -2069,10 +2082,11 @@ class YourMemory:
             if c["similarity"] is None or not math.isfinite(c["similarity"]):
                 c["similarity"] = 0.0
 
-    def _inherit_similarity(self, found: dict[int, dict], vector) -> None:
-        """A memory that replaced others answers what they answered: its cosine is the best of its own and
-        theirs. ("Where does the team track bugs?" is worded like "The team tracks bugs in Jira", which "We
-        moved bug tracking to Linear" replaced.)"""
+    def _inherit_from_replaced(self, found: dict[int, dict], vector, terms: list[str], lexical: dict[int, float],
+                               caller: Caller) -> None:
+        """A memory that replaced others answers what they answered: its cosine and its BM25 are the best of
+        its own and theirs. ("Where does the team track bugs?" is worded like "The team tracks bugs in Jira",
+        which "We moved bug tracking to Linear" replaced.)"""
         rows = self.db.execute(
             """WITH RECURSIVE replaced(successor, id) AS (
                    SELECT superseded_by, id FROM memories
@@ -2080,13 +2094,18 @@ class YourMemory:
                    UNION
                    SELECT replaced.successor, m.id FROM replaced JOIN memories AS m ON m.superseded_by = replaced.id
                    WHERE m.status = 'superseded')
-               SELECT replaced.successor, max(1 - vec_distance_cosine(v.embedding, :vector))
-               FROM replaced JOIN memory_vectors AS v ON v.memory_id = replaced.id
-               WHERE length(v.embedding) = :size GROUP BY replaced.successor""",
+               SELECT replaced.successor, replaced.id, 1 - vec_distance_cosine(v.embedding, :vector)
+               FROM replaced LEFT JOIN memory_vectors AS v ON v.memory_id = replaced.id AND length(v.embedding) = :size""",
             {"ids": json.dumps(list(found)), "vector": vector_blob(vector), "size": 4 * EMBEDDING_DIM}).fetchall()
-        for successor, similarity in rows:
+        if not rows:
+            return
+        for successor, _, similarity in rows:
             if similarity is not None and math.isfinite(similarity) and similarity > found[successor]["similarity"]:
                 found[successor]["similarity"] = float(similarity)
+        words = bm25_scores(self.db, terms, caller.sql(), replaced=[old for _, old, _ in rows])
+        for successor, old, _ in rows:
+            if words.get(old, 0.0) > lexical.get(successor, 0.0):
+                lexical[successor] = words[old]
 
     def _round_two(self, candidates: dict[int, dict], seeds: list[dict], caller: Caller, top_k: int, now: float):
         """Graph expansion: neighbours of the seeds enter with the seed's score times the path weight."""

@@ -251,3 +251,19 @@ def test_a_memory_that_replaced_another_is_as_similar_to_the_query_as_it(memory,
     assert [m["id"] for m in found] == [successor["id"]]
     to_old, to_new = (float(embedder.embed_one(query) @ embedder.embed_one(text)) for text in (old, new))
     assert to_old > to_new and found[0]["similarity"] == pytest.approx(to_old, abs=1e-3)
+
+
+def test_a_memory_that_replaced_another_answers_with_its_words_too(memory, clock):
+    """"We replaced flake8 with Ruff" shares no word with "Which Python linter do we use?"; the memory it
+    replaced, "Python code is linted with flake8", does. The successor carries the better BM25 of the two,
+    so it outranks a merely related memory that has the query's words ("... line length for Python ...")."""
+    for text in NOISE:  # other memories, so that a word's rarity means something
+        memory.store(text)
+    clock.advance(days=1)
+    memory.store("Python code is linted with flake8.")
+    related = memory.store("The maximum line length for Python is 100.")["id"]
+    successor = memory.store("We replaced flake8 with Ruff.")
+    assert successor["action"] == "supersede"
+    found = memory.recall("Which Python linter do we use?", top_k=2)["memories"]
+    assert [m["id"] for m in found] == [successor["id"], related]
+    assert found[0]["bm25"] > 0
