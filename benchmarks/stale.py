@@ -22,7 +22,8 @@ compatible statement) and states the current value: it is the current value's ow
 it contains the current answer string and no older one. Stale returned: memories of older
 values among the top_k. False merges: a compatible statement or distractor that reinforced or
 superseded any memory, a value that reinforced or superseded a memory other than an older
-value of its own chain, or any such memory lost to one of those. A value merged into an older
+value of its own chain, or any such memory lost to one of those; every memory a store
+superseded is checked (a store may supersede several), not only the first. A value merged into an older
 value of its own chain (the update was lost) is counted apart, as a lost update.
 """
 from __future__ import annotations
@@ -183,27 +184,25 @@ def run_group(number: int, group: list[dict], events: list[dict], args, embedder
             continue
         action, mid = result["action"], result["id"]
         actions[f"{event['type']}:{action}"] += 1
-        target = None
+        targets = []  # every memory this store merged into or replaced: a store may supersede several
         if action == "supersede":
-            target = origin.get(result.get("supersededId"))
-            superseded.add(result.get("supersededId"))
+            replaced = result.get("supersededIds", [result["supersededId"]])  # before 2026-12-01 it could be several
+            targets = [origin.get(old) for old in replaced]
+            superseded.update(replaced)
             origin[mid] = event
         elif action == "reinforce":
-            target = origin.get(mid)
+            targets = [origin.get(mid)]
         else:
             origin[mid] = event
         if event["type"] == "value":
             chain = per_chain[event["chain"]]
             chain["value_actions"].append(action)
-            own_older = (target is not None and target["type"] == "value" and target["chain"] == event["chain"]
-                         and target["index"] < event["index"])
-            if action == "supersede":
-                if own_older:
+            for target in targets:
+                own_older = (target is not None and target["type"] == "value" and target["chain"] == event["chain"]
+                             and target["index"] < event["index"])
+                if own_older and action == "supersede":
                     chain["correct_supersedes"] += 1
-                else:
-                    false_merge(event, action, target)
-            elif action == "reinforce":
-                if own_older:
+                elif own_older:
                     chain["lost_updates"] += 1
                 else:
                     false_merge(event, action, target)
@@ -211,7 +210,7 @@ def run_group(number: int, group: list[dict], events: list[dict], args, embedder
         else:
             if event["chain"]:
                 per_chain[event["chain"]]["compatible_actions"].append(action)
-            if action != "store":
+            for target in targets:
                 false_merge(event, action, target)
         progress.step()
 
