@@ -123,25 +123,25 @@ def test_a_changed_value_supersedes_the_old_memory(memory, old, new):
 def test_an_announced_change_in_other_words_supersedes(memory, old, new):
     first = memory.store(old)
     second = memory.store(new)
-    assert second["action"] == "supersede" and second["supersededIds"] == [first["id"]], second
+    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
 
 
-def test_an_announced_change_supersedes_every_older_value_it_replaces(memory, clock):
-    first = memory.store("Nightly backups run at 01:00 UTC")
-    clock.advance(days=40)  # the second value is stored from elsewhere, without the first in view
-    second = memory.store("Nightly backups are scheduled for 03:00 UTC", visibility="shared")
-    memory.db.execute("UPDATE memories SET status = 'active', superseded_by = NULL WHERE id = ?", (first["id"],))
-    memory.db.execute("UPDATE memory_vectors SET active = 1 WHERE memory_id = ?", (first["id"],))
-    third = memory.store("We moved the nightly backups to 04:30 UTC")
-    assert third["action"] == "supersede"
-    assert set(third["supersededIds"]) >= {first["id"], second["id"]}, third
-    assert memory.stats()["memories"]["active"] == 1
+def test_an_announced_change_supersedes_only_the_nearest_memory_it_replaces(memory, clock):
+    """Another fact about the same subject also passes the tests of an update ("capped at 15 minutes":
+    same subject, a number on both sides); the nearest older memory is the one that held the value."""
+    time = memory.store("Standup is at 9:30.")
+    clock.advance(days=1)
+    length = memory.store("Standup is capped at 15 minutes.")
+    clock.advance(days=1)
+    moved = memory.store("Standup moved to 10:00.")
+    assert moved["action"] == "supersede" and moved["supersededId"] == time["id"], moved
+    assert memory.get(length["id"])["status"] == "active"
 
 
 def test_an_older_memory_is_compared_from_its_stored_parse_not_parsed_again(memory, parses):
     old = memory.store("We deploy the API on Heroku")
     new = memory.store("We moved the API deployment to Fly.io")
-    assert new["action"] == "supersede" and new["supersededIds"] == [old["id"]]
+    assert new["action"] == "supersede" and new["supersededId"] == old["id"]
     assert parses == ["We deploy the API on Heroku", "We moved the API deployment to Fly.io"], \
         "each text parsed once, when it was stored"
 
@@ -160,7 +160,7 @@ def test_an_older_memory_without_a_usable_parse_is_parsed_once_and_its_parse_kep
     memory.db.execute("UPDATE memories SET parse = ? WHERE id = ?", (record, old["id"]))
     parses.clear()
     new = memory.store("We moved the API deployment to Fly.io")
-    assert new["action"] == "supersede" and new["supersededIds"] == [old["id"]]
+    assert new["action"] == "supersede" and new["supersededId"] == old["id"]
     assert "We deploy the API on Heroku" in parses
     kept = memory.db.execute("SELECT parse FROM memories WHERE id = ?", (old["id"],)).fetchone()[0]
     assert yourmemory.rebuilt("We deploy the API on Heroku", kept) is not None
@@ -169,7 +169,7 @@ def test_an_older_memory_without_a_usable_parse_is_parsed_once_and_its_parse_kep
 def test_a_near_identical_statement_with_another_value_supersedes_unannounced(memory):
     first = memory.store("The nightly build starts at 02:00")
     second = memory.store("The nightly build kicks off at 03:30")
-    assert second["action"] == "supersede" and second["supersededIds"] == [first["id"]], second
+    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
 
 
 @pytest.mark.parametrize("old, new", [
