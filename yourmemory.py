@@ -1779,7 +1779,7 @@ class YourMemory:
                                         kept["importance"], visibility, content=old_content)
                 # Only the nearest memory it replaces: replacing every one that qualified also replaced
                 # other facts about the same subject ("Standup is capped at 15 minutes" by "Standup moved
-                # to 10:00"): 25 of the 32 false merges on the stale-fact benchmark's first file (BENCHMARKS.md).
+                # to 10:00"): 25 of the 32 false merges on the stale-fact benchmark's first file.
                 if self._replaces(old_content, content, doc, similarity,
                                   lambda: self._stored_parse(memory_id, old_content)):
                     outdated = (memory_id, old_content)
@@ -1899,7 +1899,8 @@ class YourMemory:
                 edges += [(source, target, round(similarity * weight, 6), predicate) for source, target in pairs]
         self.db.executemany(
             """INSERT INTO memory_edges (source_id, target_id, weight, relation) VALUES (?, ?, ?, ?)
-               ON CONFLICT (source_id, target_id) DO UPDATE SET weight = excluded.weight, relation = excluded.relation""",
+               ON CONFLICT (source_id, target_id)
+               DO UPDATE SET weight = excluded.weight, relation = excluded.relation""",
             edges)
         self._keep_strongest_edges({memory_id} | {source for source, *_ in edges})
 
@@ -1995,7 +1996,8 @@ class YourMemory:
                WHERE a.memory_id IN (SELECT value FROM json_each(:ids)) AND b.memory_id IN (SELECT value FROM json_each(:ids))
                  AND length(a.embedding) = :size AND length(b.embedding) = :size
                  AND 1 - vec_distance_cosine(a.embedding, b.embedding) >= :similarity""",
-            {"ids": json.dumps(ids), "size": 4 * EMBEDDING_DIM, "similarity": ANNOUNCED_FIRST_MIN_SIMILARITY}).fetchall()
+            {"ids": json.dumps(ids), "size": 4 * EMBEDDING_DIM,
+             "similarity": ANNOUNCED_FIRST_MIN_SIMILARITY}).fetchall()
         return {pair: similarity for a, b, similarity in rows for pair in ((a, b), (b, a))}
 
     def _round_one(self, query: str, vector, caller: Caller, limit: int, now: float) -> dict[int, dict]:
@@ -2094,7 +2096,8 @@ class YourMemory:
                    SELECT replaced.successor, m.id FROM replaced JOIN memories AS m ON m.superseded_by = replaced.id
                    WHERE m.status = 'superseded')
                SELECT replaced.successor, replaced.id, 1 - vec_distance_cosine(v.embedding, :vector)
-               FROM replaced LEFT JOIN memory_vectors AS v ON v.memory_id = replaced.id AND length(v.embedding) = :size""",
+               FROM replaced LEFT JOIN memory_vectors AS v
+               ON v.memory_id = replaced.id AND length(v.embedding) = :size""",
             {"ids": json.dumps(list(found)), "vector": vector_blob(vector), "size": 4 * EMBEDDING_DIM}).fetchall()
         if not rows:
             return
