@@ -156,7 +156,7 @@ UPDATE_VERBS = CHANGE_VERBS | {
 IRREGULAR_UPDATE_FORMS = {"rebuilt": "rebuild", "rewrote": "rewrite", "rewritten": "rewrite", "sold": "sell",
                           "left": "leave", "became": "become", "grew": "grow", "grown": "grow", "shrank": "shrink",
                           "shrunk": "shrink", "chose": "choose", "chosen": "choose", "took": "take", "taken": "take"}
-PHRASAL_UPDATES = {("take", "over"), ("hand", "over"), ("go", "live")}  # "Lee took over as release manager"
+PHRASAL_UPDATES = {("take", "over"), ("go", "live")}  # "Lee took over as release manager"
 UPDATE_MARKERS = {"now", "instead", "anymore", "nowadays", "longer",  # "no longer" parses as no + longer
                   "since", "again", "today", "back"}
 NEWNESS_WORDS = {"new", "newest", "latest", "current", "currently"}  # only when said of the fact itself
@@ -1232,11 +1232,9 @@ def _new_value_of_same_fact(old_doc, new_doc, *, same_subject: bool) -> bool:
     if not (_one_sentence(old_doc) and _one_sentence(new_doc)):
         return False  # a paragraph (a summary, a story) is a record, not one value that can go stale
     old_owner, new_owner = owner(old_doc), owner(new_doc)
-    old_words, new_words = content_lemmas(old_doc), content_lemmas(new_doc)
-    replaced = value_words(old_doc) & _named_things(new_doc)  # "Contoso overtook Northwind as our biggest client"
-    if old_owner and new_owner and old_owner != new_owner and not (
-            _acts_on(old_owner, new_owner, old_words, new_words) or (replaced and not same_subject)):
+    if old_owner and new_owner and old_owner != new_owner and not _acts_on(old_owner, new_owner, old_doc, new_doc):
         return False
+    old_words, new_words = content_lemmas(old_doc), content_lemmas(new_doc)
     old_subject, new_subject = subject_head(old_doc), subject_head(new_doc)
     if same_subject and old_subject != new_subject:
         return False  # "Priya's parents live in Chennai" is not where Priya lives
@@ -1246,7 +1244,7 @@ def _new_value_of_same_fact(old_doc, new_doc, *, same_subject: bool) -> bool:
         return False  # "the Q4 budget" is not "the Q3 budget"; "bug #4313" is not "bug #4312"
     old_values, new_values = value_words(old_doc) - new_words, value_words(new_doc) - old_words
     if not same_subject and not old_values and new_values:
-        old_values = replaced  # "We replaced Datadog with Grafana"
+        old_values = value_words(old_doc) & _named_things(new_doc)  # "We replaced Datadog with Grafana"
     if not (old_values and new_values) or _numeric(old_doc, old_values) != _numeric(new_doc, new_values):
         return False
     return same_subject or bool(old_words & new_words - {old_owner, new_owner})
@@ -1259,13 +1257,14 @@ def _named_things(doc) -> set[str]:
     return {t.lower_ for t in doc if t.dep_ not in ("compound", "amod", "nmod", "poss", "nsubj", "nsubjpass")}
 
 
-def _acts_on(old_owner: str, new_owner: str, old_words: set[str], new_words: set[str]) -> bool:
+def _acts_on(old_owner: str, new_owner: str, old_doc, new_doc) -> bool:
     """"We moved the nginx config into the repo" is about the config that "The nginx config lives in /etc"
-    named: "we" act on a thing the other text is about, so the two do not have different owners."""
+    named: when "we" (or "I") act on the other text's owner, the two do not have different owners.
+    ("We moved Nadia's desk" names Nadia as a possessor, not as what was moved.)"""
     if new_owner in FIRST_PERSON.values() and old_owner not in FIRST_PERSON.values():
-        return old_owner in new_words
+        return old_owner in _named_things(new_doc)
     if old_owner in FIRST_PERSON.values() and new_owner not in FIRST_PERSON.values():
-        return new_owner in old_words
+        return new_owner in _named_things(old_doc)
     return False
 
 
@@ -1293,24 +1292,18 @@ def _announces_change(doc) -> bool:
 
 def _is_change_verb(token) -> bool:
     main = token.dep_ == "ROOT" or (token.dep_ == "conj" and token.head.dep_ == "ROOT")
-    return (main and token.pos_ in ("VERB", "AUX") and _update_lemma(token) is not None
+    return (main and token.pos_ in ("VERB", "AUX") and _is_update_form(token)
             and not any(child.dep_ == "neg" for child in token.children))
 
 
-def _update_lemma(token) -> str | None:
-    """The change verb a token is a form of ("repinned" -> "repin", "took over" -> "take"), or None."""
-    lemma = token.lemma_.lower()
-    if lemma in UPDATE_VERBS:
-        return lemma
+def _is_update_form(token) -> bool:
+    """Is the token a form of a change verb ("repinned" of "repin"), or a phrasal change ("took over")?"""
     written = token.lower_
-    if written in IRREGULAR_UPDATE_FORMS:
-        lemma = IRREGULAR_UPDATE_FORMS[written]
-    else:
-        lemma = next((verb for verb in _regular_stems(written) if verb in UPDATE_VERBS), lemma)
-    if lemma in UPDATE_VERBS:
-        return lemma
+    lemma = IRREGULAR_UPDATE_FORMS.get(written, token.lemma_.lower())
+    if lemma in UPDATE_VERBS or any(stem in UPDATE_VERBS for stem in _regular_stems(written)):
+        return True
     particles = {child.lower_ for child in token.children if child.dep_ in ("prt", "acomp", "advmod")}
-    return lemma if any((lemma, particle) in PHRASAL_UPDATES for particle in particles) else None
+    return any((lemma, particle) in PHRASAL_UPDATES for particle in particles)
 
 
 def _regular_stems(word: str) -> list[str]:
@@ -1577,12 +1570,13 @@ def query_terms(conn, query: str) -> list[str]:
 
 
 def bm25_scores(conn, terms: list[str], visible: dict, limit: int | None = None, *,
-                replaced: Sequence[int] = ()) -> dict[int, float]:
+                replaced: Sequence[int] | None = None) -> dict[int, float]:
     """Okapi BM25 exactly as FTS5 computes it, but with document counts and lengths taken
     over the memories the caller may see: a score never depends on anyone else's memories.
 
-    With ``replaced`` (memories that visible ones superseded), those are scored instead, against the
-    same statistics: a successor may answer with its predecessors' words.
+    With ``replaced`` (memories that visible ones superseded), those are scored instead, as if they
+    were visible too (each counts in its terms' document frequency): a successor may answer with its
+    predecessors' words.
     """
     if not terms:
         return {}
@@ -1590,18 +1584,22 @@ def bm25_scores(conn, terms: list[str], visible: dict, limit: int | None = None,
         f"""SELECT coalesce(sum(documents), 0), coalesce(sum(tokens), 0) FROM memory_counts AS m
             WHERE {VISIBLE_TO_CALLER}""", visible).fetchone()
     average_length = tokens / documents if documents and tokens else 1.0
+    documents += len(replaced or ())  # counted as visible too, so no term is rarer than it is
     scores: dict[int, float] = {}
     for term in terms:
         postings = conn.execute(
             f"""SELECT t.doc, count(*), m.token_count FROM memory_fts_terms AS t JOIN memories AS m ON m.id = t.doc
                 WHERE t.term = :term AND m.status = 'active' AND {VISIBLE_TO_CALLER} GROUP BY t.doc""",
             {**visible, "term": term}).fetchall()
-        idf = max(1e-6, math.log((documents - len(postings) + 0.5) / (len(postings) + 0.5)))
-        if replaced:
+        frequency_among_documents = len(postings)
+        if replaced is not None:
             postings = conn.execute(
-                """SELECT t.doc, count(*), m.token_count FROM memory_fts_terms AS t JOIN memories AS m ON m.id = t.doc
-                   WHERE t.term = ? AND t.doc IN (SELECT value FROM json_each(?)) GROUP BY t.doc""",
-                (term, json.dumps(list(replaced)))).fetchall()
+                f"""SELECT t.doc, count(*), m.token_count FROM memory_fts_terms AS t JOIN memories AS m ON m.id = t.doc
+                    WHERE t.term = :term AND t.doc IN (SELECT value FROM json_each(:replaced)) AND {VISIBLE_TO_CALLER}
+                    GROUP BY t.doc""",
+                {**visible, "term": term, "replaced": json.dumps(list(replaced))}).fetchall()
+            frequency_among_documents += len(postings)
+        idf = max(1e-6, math.log((documents - frequency_among_documents + 0.5) / (frequency_among_documents + 0.5)))
         for memory_id, frequency, length in postings:
             saturation = frequency + BM25_K1 * (1 - BM25_B + BM25_B * length / average_length)
             scores[memory_id] = scores.get(memory_id, 0.0) + idf * frequency * (BM25_K1 + 1) / saturation
@@ -1983,7 +1981,8 @@ class YourMemory:
 
     @staticmethod
     def _newer_value(old_doc, new_doc, similarity: float) -> bool:
-        """Does the newer text give the older one's fact another value, restated or announced?"""
+        """Does the newer text give the older one's fact another value: restated (the two at cosine >= 0.4)
+        or announced (>= 0.3, as ``_related_pairs`` already required)?"""
         return ((similarity >= NEWER_FIRST_MIN_SIMILARITY and restates_value(old_doc, new_doc))
                 or announces_update(old_doc, new_doc))
 
@@ -2002,7 +2001,7 @@ class YourMemory:
 
     def _round_one(self, query: str, vector, caller: Caller, limit: int, now: float) -> dict[int, dict]:
         """Vector and BM25 candidates and the memories stored next to them, each scored on both
-        signals plus a share of the best relevance in its episode."""
+        signals, less a part for what it asks, plus a share of the best relevance in its episode."""
         found: dict[int, dict] = {}
         for memory_id, similarity, _ in self._nearest(vector, caller.read_scopes(), limit):
             found[memory_id] = {"id": memory_id, "similarity": similarity}
@@ -2024,11 +2023,11 @@ class YourMemory:
             c["own"] = sum(c["signals"].values())
         asks = {memory_id: question_share(c["row"]["content"]) for memory_id, c in found.items()}
         for memory_id, c in found.items():
-            c["signals"]["question"] = -QUESTION_DISCOUNT * asks[memory_id] * c["own"]
             c["signals"]["context"] = max(
                 (self._context_share(c["row"], n, asks[n]) * found[n]["own"]
                  for n in episodes.get(memory_id, ()) if n in found), default=0.0)
-            c["relevance"] = sum(c["signals"].values())
+            asked = QUESTION_DISCOUNT * asks[memory_id] * max(c["own"], 0.0)  # a question never gains by it
+            c["relevance"] = c["own"] - asked + c["signals"]["context"]
             c["score"] = weigh_by_strength(c["relevance"], self._strength(c["row"], now))
             c["via"] = max(c["signals"], key=c["signals"].get)  # the signal that contributed most
         return found
@@ -2085,20 +2084,21 @@ class YourMemory:
 
     def _inherit_from_replaced(self, found: dict[int, dict], vector, terms: list[str], lexical: dict[int, float],
                                caller: Caller) -> None:
-        """A memory that replaced others answers what they answered: its cosine and its BM25 are the best of
-        its own and theirs. ("Where does the team track bugs?" is worded like "The team tracks bugs in Jira",
-        which "We moved bug tracking to Linear" replaced.)"""
+        """A memory that replaced others answers what they answered: its cosine (in ``found``) and its BM25
+        (in ``lexical``) become the best of its own and theirs. ("Where does the team track bugs?" is worded
+        like "The team tracks bugs in Jira", which "We moved bug tracking to Linear" replaced.)"""
         rows = self.db.execute(
-            """WITH RECURSIVE replaced(successor, id) AS (
+            f"""WITH RECURSIVE replaced(successor, id) AS (
                    SELECT superseded_by, id FROM memories
                    WHERE superseded_by IN (SELECT value FROM json_each(:ids)) AND status = 'superseded'
                    UNION
                    SELECT replaced.successor, m.id FROM replaced JOIN memories AS m ON m.superseded_by = replaced.id
                    WHERE m.status = 'superseded')
                SELECT replaced.successor, replaced.id, 1 - vec_distance_cosine(v.embedding, :vector)
-               FROM replaced LEFT JOIN memory_vectors AS v
-               ON v.memory_id = replaced.id AND length(v.embedding) = :size""",
-            {"ids": json.dumps(list(found)), "vector": vector_blob(vector), "size": 4 * EMBEDDING_DIM}).fetchall()
+               FROM replaced JOIN memories AS m ON m.id = replaced.id AND {VISIBLE_TO_CALLER}
+               LEFT JOIN memory_vectors AS v ON v.memory_id = replaced.id AND length(v.embedding) = :size""",
+            {"ids": json.dumps(list(found)), "vector": vector_blob(vector), "size": 4 * EMBEDDING_DIM,
+             **caller.sql()}).fetchall()
         if not rows:
             return
         for successor, _, similarity in rows:

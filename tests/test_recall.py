@@ -167,10 +167,12 @@ def test_an_episode_never_crosses_writers(memory, clock):
 @pytest.mark.parametrize("text, share", [
     ("Sam: Which projects excite you most?", 1.0),
     ("The deploy failed because the registry token expired.", 0.0),
-    ("Sorry about your knee. Any ways to stay active?", 0.5),
+    ("Sorry about your knee. Any ways to stay active?", 24 / 46),  # characters of the asking sentence
+    ("?", 0.0),
+    ("", 0.0),
 ])
 def test_question_share_is_the_part_of_a_text_that_asks(text, share):
-    assert yourmemory.question_share(text) == pytest.approx(share, abs=0.1)
+    assert yourmemory.question_share(text) == pytest.approx(share)
 
 
 def test_an_answer_outranks_the_question_it_answers(memory, clock):

@@ -189,6 +189,7 @@ def test_a_denied_change_or_a_value_of_another_kind_supersedes_nothing(memory, o
     ("Caroline: I live in Boston", "Melanie: I moved to Denver last spring"),
     ("We use Jenkins for CI", "We now cache Docker layers in CI"),
     ("Nadia is based in Lisbon", "We moved Nadia's desk to the window"),  # she is named, not her fact
+    ("Bob's editor is Emacs", "Alice replaced Emacs with Neovim as her editor"),  # names Bob's value, not his fact
 ])
 def test_a_change_of_someone_else_or_of_another_value_supersedes_nothing(memory, old, new):
     memory.store(old)
