@@ -1057,6 +1057,8 @@ def is_pure_question(text: str) -> bool:
 def question_share(text: str) -> float:
     """The share of a text, by characters, in sentences that ask: 1.0 for "Which projects excite
     you?", about half for "Sorry about your knee. Any ways to stay active while you heal?"."""
+    if "?" not in text:
+        return 0.0  # most memories; recall asks this of every candidate
     sentences = [s.strip() for s in _SENTENCE.findall(_SPEAKER.sub("", text)) if s.strip(" .!?")]
     asked = sum(len(s) for s in sentences if s.endswith("?"))
     return asked / sum(len(s) for s in sentences) if asked else 0.0
