@@ -2097,7 +2097,8 @@ class YourMemory:
                    SELECT replaced.successor, m.id FROM replaced JOIN memories AS m ON m.superseded_by = replaced.id
                    WHERE m.status = 'superseded')
                SELECT replaced.successor, replaced.id, 1 - vec_distance_cosine(v.embedding, :vector)
-               FROM replaced JOIN memories AS m ON m.id = replaced.id AND {VISIBLE_TO_CALLER}
+               FROM replaced  -- CROSS JOIN keeps it the outer loop: the planner scanned the user's memories
+               CROSS JOIN memories AS m ON m.id = replaced.id AND {VISIBLE_TO_CALLER}
                LEFT JOIN memory_vectors AS v ON v.memory_id = replaced.id AND length(v.embedding) = :size""",
             {"ids": json.dumps(list(found)), "vector": vector_blob(vector), "size": 4 * EMBEDDING_DIM,
              **caller.sql()}).fetchall()

@@ -23,7 +23,7 @@ it contains the current answer string and no older one. Stale returned: memories
 values among the top_k. False merges: a compatible statement or distractor that reinforced or
 superseded any memory, a value that reinforced or superseded a memory other than an older
 value of its own chain, or any such memory lost to one of those; every memory a store
-superseded is checked (up to commit 99cc8fe a store could supersede several, listed in
+superseded is checked (before commit 507faf4 a store could supersede several, listed in
 ``supersededIds``; reruns of such code are counted right too). A value merged into an older
 value of its own chain (the update was lost) is counted apart, as a lost update.
 """
@@ -187,7 +187,7 @@ def run_group(number: int, group: list[dict], events: list[dict], args, embedder
         actions[f"{event['type']}:{action}"] += 1
         targets = []  # every memory this store merged into or replaced: a store may supersede several
         if action == "supersede":
-            replaced = result.get("supersededIds", [result["supersededId"]])  # several, up to commit 99cc8fe
+            replaced = result.get("supersededIds", [result["supersededId"]])  # several, before commit 507faf4
             targets = [origin.get(old) for old in replaced]
             superseded.update(replaced)
             origin[mid] = event
