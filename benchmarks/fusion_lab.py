@@ -12,6 +12,7 @@ looked useful here was then built and measured there (BENCHMARKS.md, optimisatio
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import re
 from collections import Counter
@@ -225,20 +226,6 @@ VARIANTS = {
     "the product with BM25 k1 1.5 b 0.75": lambda c, b, s, **kw: bm25_parameters(c, b, s, k1=1.5, length_weight=0.75, **kw),
     "the product with BM25 k1 2.0 b 0.75": lambda c, b, s, **kw: bm25_parameters(c, b, s, k1=2.0, length_weight=0.75, **kw),
     "the product with BM25 k1 1.2 b 1.0": lambda c, b, s, **kw: bm25_parameters(c, b, s, k1=1.2, length_weight=1.0, **kw),
-    "questions discounted 0.3 answers take 0": lambda c, b, s, **kw: questions_answered(
-        c, b, s, discount=0.3, answer_share=0.0, **kw),
-    "questions discounted 0.5 answers take 0": lambda c, b, s, **kw: questions_answered(
-        c, b, s, discount=0.5, answer_share=0.0, **kw),
-    "questions discounted 0 answers take 0.4": lambda c, b, s, **kw: questions_answered(
-        c, b, s, discount=0.0, answer_share=0.4, **kw),
-    "questions discounted 0.5 answers take 0.2": lambda c, b, s, **kw: questions_answered(
-        c, b, s, discount=0.5, answer_share=0.2, **kw),
-    "questions discounted 0.5 answers take 0.4 (the product)": lambda c, b, s, **kw: questions_answered(
-        c, b, s, discount=0.5, answer_share=0.4, **kw),
-    "questions discounted 0.5 answers take 0.6": lambda c, b, s, **kw: questions_answered(
-        c, b, s, discount=0.5, answer_share=0.6, **kw),
-    "questions discounted 0.7 answers take 0.4": lambda c, b, s, **kw: questions_answered(
-        c, b, s, discount=0.7, answer_share=0.4, **kw),
     "episode diversity 0.05": lambda c, b, s, **kw: diverse(c, b, s, penalty=0.05, **kw),
     "episode diversity 0.1": lambda c, b, s, **kw: diverse(c, b, s, penalty=0.1, **kw),
     "the product before questions with BM25 over max(best 10)": lambda c, b, s, **kw: bm25_floor(c, b, s, floor=10, **kw),
@@ -248,6 +235,10 @@ VARIANTS = {
     "the product before questions + query without question words": query_without_question_words,
     "the product + short turns penalised": short_turns_penalised,
 }
+for discount, answer_share in [(0.3, 0.0), (0.5, 0.0), (0.0, 0.4), (0.5, 0.2), (0.5, 0.4), (0.5, 0.6), (0.7, 0.4)]:
+    name = f"questions discounted {discount:g} answers take {answer_share:g}"
+    VARIANTS[name + (" (the product)" if (discount, answer_share) == (0.5, 0.4) else "")] = functools.partial(
+        questions_answered, discount=discount, answer_share=answer_share)
 
 
 def evaluate(samples, embedder, variants) -> dict[str, dict[int, float]]:
