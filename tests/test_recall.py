@@ -213,7 +213,7 @@ def test_a_newer_value_of_the_same_subject_is_recalled_first(memory, clock, old,
 ])
 def test_an_announced_change_too_loosely_related_to_supersede_is_recalled_first(memory, clock, old, new, query):
     """A store supersedes an announced change's target only above cosine 0.45 among its nearest
-    neighbours; recall still puts the announcement above an older value it names (cosine >= 0.3)."""
+    neighbours; recall still puts the announcement above a related older value (cosine >= 0.3)."""
     first = memory.store(old)
     clock.advance(seconds=60)
     second = memory.store(new)

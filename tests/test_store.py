@@ -129,12 +129,12 @@ def test_an_announced_change_in_other_words_supersedes(memory, old, new):
 def test_an_announced_change_supersedes_only_the_nearest_memory_it_replaces(memory, clock):
     """Another fact about the same subject also passes the tests of an update ("capped at 15 minutes":
     same subject, a number on both sides); the nearest older memory is the one that held the value."""
-    time = memory.store("Standup is at 9:30.")
+    start = memory.store("Standup is at 9:30.")
     clock.advance(days=1)
     length = memory.store("Standup is capped at 15 minutes.")
     clock.advance(days=1)
     moved = memory.store("Standup moved to 10:00.")
-    assert moved["action"] == "supersede" and moved["supersededId"] == time["id"], moved
+    assert moved["action"] == "supersede" and moved["supersededId"] == start["id"], moved
     assert memory.get(length["id"])["status"] == "active"
 
 
