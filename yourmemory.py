@@ -156,6 +156,7 @@ UPDATE_VERBS = CHANGE_VERBS | {
 IRREGULAR_UPDATE_FORMS = {"rebuilt": "rebuild", "rewrote": "rewrite", "rewritten": "rewrite", "sold": "sell",
                           "left": "leave", "became": "become", "grew": "grow", "grown": "grow", "shrank": "shrink",
                           "shrunk": "shrink", "chose": "choose", "chosen": "choose", "took": "take", "taken": "take"}
+SETTING_VERBS = {"set", "scale", "pin"}  # "is set to 50" is the setting now, not a routine
 PHRASAL_UPDATES = {("take", "over"), ("go", "live")}  # "Lee took over as release manager"
 UPDATE_MARKERS = {"now", "instead", "anymore", "nowadays", "longer",  # "no longer" parses as no + longer
                   "since", "again", "today", "back"}
@@ -1193,6 +1194,10 @@ def contradicts(old_doc, new_doc) -> bool:
         return False
     if _numeric(spans[0]) != _numeric(spans[1]):
         return False  # "uses React 17" is not a new value of "uses React Router for navigation"
+    new_relations = {t.lower_ for t in spans[1] if t.pos_ == "ADP"}
+    if new_relations and new_relations != {t.lower_ for t in spans[0] if t.pos_ == "ADP"}:
+        return False  # "is allergic to peanuts" is not a new value of "is vegetarian", nor "works in
+        # humanitarian logistics" of "works at the Red Cross": another relation, another fact
     return _holds_one_value(new_doc)
 
 
@@ -1221,10 +1226,50 @@ def announces_update(old_doc, new_doc) -> bool:
     return _announces_change(new_doc) and _new_value_of_same_fact(old_doc, new_doc, same_subject=False)
 
 
+def _mentions_replaced(old_doc, new_doc) -> bool:
+    """When the new text names what it replaced ("instead of Sentry", "switched from Zoom", "replaced
+    flake8 with Ruff"), the old text must mention it: "Checkout errors go to Honeybadger instead of
+    Sentry" says nothing about "The checkout service tags every error with the cart ID"."""
+    replaced = _replaced_names(new_doc)
+    return not replaced or bool(replaced & ({t.lower_ for t in old_doc} | {t.lemma_.lower() for t in old_doc}))
+
+
+def _replaced_names(doc) -> set[str]:
+    """The words naming what a change replaced: the object of "instead of", of "from" after a change
+    verb, of "replace" / "swap" (or its passive subject), with their compounds."""
+    named = set()
+    for token in doc:
+        head = token.head
+        instead_of = head.lower_ == "of" and "instead" in {head.head.lower_, *(c.lower_ for c in head.children)}
+        if token.dep_ == "pobj" and instead_of:  # the parser hangs "instead" above or below "of"
+            named.add(token)
+        elif token.dep_ == "pobj" and head.lower_ == "from" and _is_update_form(head.head):
+            named.add(token)
+        elif token.dep_ in ("dobj", "nsubjpass") and head.lemma_.lower() in ("replace", "swap"):
+            named.add(token)
+    return {word.lower_ for token in named for word in [token, *token.children]
+            if word is token or word.dep_ in ("compound", "nummod")}
+
+
 def restates_value(old_doc, new_doc) -> bool:
     """"Standup is at 9:45" replaces "Daily standup is at 9:30" with no change announced: the same
     subject, another value. Only asked of very similar texts (RESTATEMENT_MIN_SIMILARITY)."""
     return _new_value_of_same_fact(old_doc, new_doc, same_subject=True)
+
+
+def _other_relations(old_doc, new_doc) -> bool:
+    """Do the two main verbs take their values through different prepositions? "Noor works in
+    humanitarian logistics" is another fact than "Noor works at the Red Cross"."""
+    old, new = _root_prepositions(old_doc), _root_prepositions(new_doc)
+    return bool(old) and bool(new) and not old & new
+
+
+def _root_prepositions(doc) -> set[str]:
+    """The prepositions of the main verb; none for a change verb ("was upgraded to 3.11" is "is on 3.11")."""
+    root = next(iter(doc.sents)).root
+    if _is_update_form(root):
+        return set()
+    return {child.lower_ for child in root.children if child.dep_ == "prep"}
 
 
 def _new_value_of_same_fact(old_doc, new_doc, *, same_subject: bool) -> bool:
@@ -1294,8 +1339,21 @@ def _announces_change(doc) -> bool:
 
 def _is_change_verb(token) -> bool:
     main = token.dep_ == "ROOT" or (token.dep_ == "conj" and token.head.dep_ == "ROOT")
-    return (main and token.pos_ in ("VERB", "AUX") and _is_update_form(token)
+    return (main and token.pos_ in ("VERB", "AUX") and _is_update_form(token) and not _routine(token)
             and not any(child.dep_ == "neg" for child in token.children))
+
+
+def _routine(verb) -> bool:
+    """A change verb in the simple present tells a routine, not a change: "Production logs are shipped
+    to Loki", "The site is rebuilt whenever the CMS publishes". Past forms the small model tags as
+    present ("We rebuilt the agents" as VBP) still count as changes."""
+    if verb.tag_ in ("VBZ", "VBP"):
+        return not (verb.lower_ in IRREGULAR_UPDATE_FORMS or verb.lower_.endswith("ed"))
+    if verb.lemma_.lower() in SETTING_VERBS:
+        return False  # "The pool is set to 50" states the setting now, a value of its own
+    helpers = [child for child in verb.children if child.dep_ in ("aux", "auxpass")]
+    return (verb.tag_ == "VBN" and not any(child.lemma_ == "have" for child in helpers)
+            and any(child.dep_ == "auxpass" and child.tag_ in ("VBZ", "VBP") for child in helpers))
 
 
 def _is_update_form(token) -> bool:
@@ -1799,6 +1857,9 @@ class YourMemory:
         stays true; only a word-for-word change of value replaces one. Unattributed statements are
         facts about now: an announced change ("we moved the CI to Buildkite") replaces them, and so
         does a very similar statement giving the same subject another value ("standup is at 9:45").
+        Superseding hides the old memory, so a store asks more than recall's newer-first step: an
+        announced change that names what it replaced must replace a memory that mentions it, and a
+        restatement must take its value through the same preposition.
         """
         if speaker(old_content) != speaker(new_content):
             return False
@@ -1811,8 +1872,8 @@ class YourMemory:
             return False  # decided without the old text's parse
         old_doc = old_parse()
         return ((may_contradict and contradicts(old_doc, new_doc))
-                or (may_announce and announces_update(old_doc, new_doc))
-                or (may_restate and restates_value(old_doc, new_doc)))
+                or (may_announce and announces_update(old_doc, new_doc) and _mentions_replaced(old_doc, new_doc))
+                or (may_restate and restates_value(old_doc, new_doc) and not _other_relations(old_doc, new_doc)))
 
     def _stored_parse(self, memory_id: int, content: str):
         """A memory's parse from its record; one made now is recorded, so each memory is parsed once."""

@@ -119,6 +119,8 @@ def test_a_changed_value_supersedes_the_old_memory(memory, old, new):
     ("The requests library is pinned to 2.28",  # lemmatised "repinne" by the small model
      "We repinned requests to 2.32 after the security advisory"),
     ("The release manager for v5 is Hana", "Lee took over as v5 release manager"),  # a phrasal change
+    ("The connection pool size is 10", "The connection pool is set to 50 connections"),  # a setting, not a routine
+    ("Our video calls use Zoom", "We switched from Zoom to Google Meet for video calls"),  # names what it replaced
 ])
 def test_an_announced_change_in_other_words_supersedes(memory, old, new):
     first = memory.store(old)
@@ -192,6 +194,19 @@ def test_a_denied_change_or_a_value_of_another_kind_supersedes_nothing(memory, o
     ("Bob's editor is Emacs", "Alice replaced Emacs with Neovim as her editor"),  # names Bob's value, not his fact
 ])
 def test_a_change_of_someone_else_or_of_another_value_supersedes_nothing(memory, old, new):
+    memory.store(old)
+    assert memory.store(new)["action"] == "store"
+    assert memory.stats()["memories"]["active"] == 2
+
+
+@pytest.mark.parametrize("old, new", [
+    ("The changelog lives in CHANGES.md", "The changelog is published with every release"),  # a routine
+    ("Dana is vegetarian", "Dana is allergic to cashews"),  # another relation
+    ("Omar works at the Red Cross", "Omar works in disaster logistics"),  # "at" an employer, "in" a field
+    ("The billing service tags every error with the invoice ID",  # what it replaced is not in the old text
+     "Billing errors go to Rollbar instead of Sentry since the audit"),
+])
+def test_a_routine_another_relation_or_a_change_of_something_unmentioned_supersedes_nothing(memory, old, new):
     memory.store(old)
     assert memory.store(new)["action"] == "store"
     assert memory.stats()["memories"]["active"] == 2
