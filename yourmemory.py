@@ -171,6 +171,9 @@ RESTATEMENT_MIN_SIMILARITY = 0.8
 # accounts to Mercury" / "The company banks with Chase": 0.36). The stale-fact benchmark tried 0.2 and 0.
 NEWER_FIRST_MIN_SIMILARITY = 0.4
 ANNOUNCED_FIRST_MIN_SIMILARITY = 0.3
+# A newer value that did not make the results comes in above an older one that did, if the two are this
+# close: at 0.3 unrelated news about the same user came in ("migrated their notes to Obsidian").
+NEWER_FROM_REST_MIN_SIMILARITY = 0.55
 FIRST_PERSON = {"i": "i", "me": "i", "my": "i", "mine": "i", "myself": "i",
                 "we": "we", "us": "we", "our": "we", "ours": "we", "ourselves": "we"}
 
@@ -2006,14 +2009,17 @@ class YourMemory:
             candidates = self._round_one(query, vector, caller, max(MIN_CANDIDATES, 4 * top_k), now)
             seeds = sorted(candidates.values(), key=lambda c: -c["score"])[:top_k]
             self._round_two(candidates, seeds, caller, top_k, now)
-            chosen = self._newer_values_first(sorted(candidates.values(), key=lambda c: -c["score"])[:top_k])
+            ranked = sorted(candidates.values(), key=lambda c: -c["score"])
+            chosen = self._newer_values_first(ranked[:top_k], ranked[top_k:])
             if not self.read_only:  # a read-only database is still searchable; it just cannot learn
                 self._reinforce_recalled([c["id"] for c in chosen], caller, now)
             memories = [self._public(c, now) for c in chosen]
         return {"memoriesFound": len(memories), "context": render_context(memories), "memories": memories}
 
-    def _newer_values_first(self, chosen: list[dict]) -> list[dict]:
+    def _newer_values_first(self, chosen: list[dict], rest: list[dict]) -> list[dict]:
         """A newer value of a fact moves just above an older one that outranked it, and takes its score.
+        A newer value among the ``rest`` of the candidates, close to the older one (cosine >= 0.55), comes
+        in the same way, and the last result makes room: an old value recalled brings its successor.
 
         Store supersedes only what it is sure of (an announced change among its nearest neighbours at
         cosine >= 0.45, a near-identical restatement). The same subject given another value by a merely
@@ -2022,8 +2028,11 @@ class YourMemory:
         memory, but enough to rank the newer one first. Quoted utterances are records of what was said
         and keep their order.
         """
-        facts = [c for c in chosen if speaker(c["row"]["content"]) is None and looks_like_one_sentence(c["row"]["content"])]
-        related = self._related_pairs([c["id"] for c in facts]) if len(facts) > 1 else {}
+        def is_fact(c):
+            return speaker(c["row"]["content"]) is None and looks_like_one_sentence(c["row"]["content"])
+        facts = [c for c in chosen if is_fact(c)]
+        successors = facts + [c for c in rest if is_fact(c)]
+        related = self._related_pairs([c["id"] for c in facts], [c["id"] for c in successors]) if facts else {}
         docs = {}  # each result's parse, rebuilt once however many pairs it is in
 
         def doc(c):
@@ -2031,16 +2040,20 @@ class YourMemory:
                 docs[c["id"]] = parsed(c["row"]["content"], c["row"]["parse"])
             return docs[c["id"]]
         order = list(chosen)
-        for later in sorted(facts, key=lambda c: c["row"]["created_at"]):
-            for earlier in order[:order.index(later)]:
+        for later in sorted(successors, key=lambda c: c["row"]["created_at"]):
+            outside = later not in order
+            floor = NEWER_FROM_REST_MIN_SIMILARITY if outside else ANNOUNCED_FIRST_MIN_SIMILARITY
+            for earlier in order[:len(order) if outside else order.index(later)]:
                 similarity = related.get((earlier["id"], later["id"]))
-                if (similarity is not None and earlier["row"]["created_at"] < later["row"]["created_at"]
+                if (similarity is not None and similarity >= floor
+                        and earlier["row"]["created_at"] < later["row"]["created_at"]
                         and self._newer_value(doc(earlier), doc(later), similarity)):
-                    order.remove(later)
+                    if not outside:
+                        order.remove(later)
                     order.insert(order.index(earlier), later)
                     later["score"], later["via"] = earlier["score"], "newer"
                     break
-        return order
+        return order[:len(chosen)]
 
     @staticmethod
     def _newer_value(old_doc, new_doc, similarity: float) -> bool:
@@ -2049,16 +2062,17 @@ class YourMemory:
         return ((similarity >= NEWER_FIRST_MIN_SIMILARITY and restates_value(old_doc, new_doc))
                 or announces_update(old_doc, new_doc))
 
-    def _related_pairs(self, ids: list[int]) -> dict[tuple[int, int], float]:
-        """Pairs of these memories (both orders) whose vectors have cosine >= ANNOUNCED_FIRST_MIN_SIMILARITY."""
+    def _related_pairs(self, ids: list[int], others: list[int]) -> dict[tuple[int, int], float]:
+        """Pairs of one of ``ids`` and one of ``others`` (both orders) whose vectors have cosine >=
+        ANNOUNCED_FIRST_MIN_SIMILARITY."""
         rows = self.db.execute(
             """SELECT a.memory_id, b.memory_id, 1 - vec_distance_cosine(a.embedding, b.embedding)
                FROM memory_vectors AS a JOIN memory_vectors AS b
-               ON a.memory_id < b.memory_id
-               WHERE a.memory_id IN (SELECT value FROM json_each(:ids)) AND b.memory_id IN (SELECT value FROM json_each(:ids))
+               ON a.memory_id != b.memory_id
+               WHERE a.memory_id IN (SELECT value FROM json_each(:ids)) AND b.memory_id IN (SELECT value FROM json_each(:others))
                  AND length(a.embedding) = :size AND length(b.embedding) = :size
                  AND 1 - vec_distance_cosine(a.embedding, b.embedding) >= :similarity""",
-            {"ids": json.dumps(ids), "size": 4 * EMBEDDING_DIM,
+            {"ids": json.dumps(ids), "others": json.dumps(others), "size": 4 * EMBEDDING_DIM,
              "similarity": ANNOUNCED_FIRST_MIN_SIMILARITY}).fetchall()
         return {pair: similarity for a, b, similarity in rows for pair in ((a, b), (b, a))}
 

@@ -223,6 +223,27 @@ def test_an_announced_change_too_loosely_related_to_supersede_is_recalled_first(
     assert top[0]["via"] == "newer"
 
 
+def test_a_newer_value_outside_the_results_comes_in_above_the_older_one(memory, clock):
+    """The older value alone would fill top_k = 1; its newer value (cosine 0.57) takes the place."""
+    memory.store("Priya lives in Bangalore.")
+    clock.advance(seconds=60)
+    newer = memory.store("Priya moved to Toronto for her new role.")
+    assert newer["action"] == "store"
+    top = memory.recall("Where does Priya live?", top_k=1)["memories"]
+    assert [m["id"] for m in top] == [newer["id"]] and top[0]["via"] == "newer"
+
+
+def test_an_unrelated_newer_fact_does_not_come_in(memory, clock):
+    """News of the same owner that gives no value of the recalled fact stays out: "wants PR titles in the
+    imperative" passes the newer-value test against "now wants squash merges" at cosine 0.41 (and came
+    in when any related newer fact could); it is below 0.55."""
+    first = memory.store("The user now wants squash merges for every PR.")
+    clock.advance(seconds=60)
+    memory.store("The user wants PR titles written in the imperative mood.")
+    top = memory.recall("How does the user want PRs merged?", top_k=1)["memories"]
+    assert [m["id"] for m in top] == [first["id"]]
+
+
 def test_recall_compares_results_from_their_stored_parses(memory, clock, parses):
     first = memory.store("Lena drives a Volvo estate")
     clock.advance(seconds=60)
