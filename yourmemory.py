@@ -1282,7 +1282,8 @@ def _new_value_of_same_fact(old_doc, new_doc, *, same_subject: bool) -> bool:
     if not (_one_sentence(old_doc) and _one_sentence(new_doc)):
         return False  # a paragraph (a summary, a story) is a record, not one value that can go stale
     old_owner, new_owner = owner(old_doc), owner(new_doc)
-    if old_owner and new_owner and old_owner != new_owner and not _acts_on(old_owner, new_owner, old_doc, new_doc):
+    if (old_owner and new_owner and old_owner != new_owner and not _acts_on(old_owner, new_owner, old_doc, new_doc)
+            and not _name_parts(old_doc, old_owner) & _name_parts(new_doc, new_owner)):
         return False
     old_words, new_words = content_lemmas(old_doc), content_lemmas(new_doc)
     old_subject, new_subject = subject_head(old_doc), subject_head(new_doc)
@@ -1298,6 +1299,13 @@ def _new_value_of_same_fact(old_doc, new_doc, *, same_subject: bool) -> bool:
     if not (old_values and new_values) or _numeric(old_doc, old_values) != _numeric(new_doc, new_values):
         return False
     return same_subject or bool(old_words & new_words - {old_owner, new_owner})
+
+
+def _name_parts(doc, name: str) -> set[str]:
+    """The words of an owner's name: "Acme Corp" is "acme" and "corp", so "Acme moved its headquarters" has
+    the owner of "Acme Corp is headquartered in Boston"."""
+    return {name} | {child.lower_ for token in doc if token.lower_ == name
+                     for child in token.children if child.dep_ == "compound" and child.pos_ == "PROPN"}
 
 
 def _named_things(doc) -> set[str]:
@@ -1334,10 +1342,14 @@ def _one_sentence(doc) -> bool:
 
 def _announces_change(doc) -> bool:
     """A change verb that is the main verb, or joined to it ("left Stripe and joined Lumen"), and not
-    negated ("the budget has not been set"); a marker ("now", "instead", "no longer", "since", "again");
+    negated ("the budget has not been set"); a marker ("now", "instead", "no longer", "since", "these days");
     or newness said of the fact itself ("my new manager is Raj", "revision 4 is current"), not of
     something it mentions ("thinks the new logo looks corporate")."""
-    return any(_is_change_verb(t) or t.lower_ in UPDATE_MARKERS or _says_newness(t) for t in doc)
+    return any(_is_change_verb(t) or t.lower_ in UPDATE_MARKERS or _says_newness(t) or _these_days(t) for t in doc)
+
+
+def _these_days(token) -> bool:
+    return token.lower_ == "days" and any(child.lower_ == "these" for child in token.children)
 
 
 def _is_change_verb(token) -> bool:

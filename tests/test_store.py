@@ -121,6 +121,8 @@ def test_a_changed_value_supersedes_the_old_memory(memory, old, new):
     ("The release manager for v5 is Hana", "Lee took over as v5 release manager"),  # a phrasal change
     ("The connection pool size is 10", "The connection pool is set to 50 connections"),  # a setting, not a routine
     ("Our video calls use Zoom", "We switched from Zoom to Google Meet for video calls"),  # names what it replaced
+    ("Leo's favourite band is Muse", "Leo says his favourite band is Wet Leg these days"),
+    ("Globex Inc runs its chat on Slack", "Globex moved its chat to Microsoft Teams"),  # one owner, named shorter
 ])
 def test_an_announced_change_in_other_words_supersedes(memory, old, new):
     first = memory.store(old)
