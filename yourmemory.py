@@ -174,6 +174,7 @@ ANNOUNCED_FIRST_MIN_SIMILARITY = 0.3
 # A newer value that did not make the results comes in above an older one that did, if the two are this
 # close: at 0.3 unrelated news about the same user came in ("migrated their notes to Obsidian").
 NEWER_FROM_REST_MIN_SIMILARITY = 0.55
+NEWER_FROM_REST_DEPTH = 8  # ... among the first 8 x top_k candidates (at 2 or 4 x, one fewer stale chain was right)
 FIRST_PERSON = {"i": "i", "me": "i", "my": "i", "mine": "i", "myself": "i",
                 "we": "we", "us": "we", "our": "we", "ours": "we", "ourselves": "we"}
 
@@ -2022,7 +2023,7 @@ class YourMemory:
             seeds = sorted(candidates.values(), key=lambda c: -c["score"])[:top_k]
             self._round_two(candidates, seeds, caller, top_k, now)
             ranked = sorted(candidates.values(), key=lambda c: -c["score"])
-            chosen = self._newer_values_first(ranked[:top_k], ranked[top_k:])
+            chosen = self._newer_values_first(ranked[:top_k], ranked[top_k:NEWER_FROM_REST_DEPTH * top_k])
             if not self.read_only:  # a read-only database is still searchable; it just cannot learn
                 self._reinforce_recalled([c["id"] for c in chosen], caller, now)
             memories = [self._public(c, now) for c in chosen]
