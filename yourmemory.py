@@ -156,7 +156,14 @@ UPDATE_VERBS = CHANGE_VERBS | {
 IRREGULAR_UPDATE_FORMS = {"rebuilt": "rebuild", "rewrote": "rewrite", "rewritten": "rewrite", "sold": "sell",
                           "left": "leave", "became": "become", "grew": "grow", "grown": "grow", "shrank": "shrink",
                           "shrunk": "shrink", "chose": "choose", "chosen": "choose", "took": "take", "taken": "take"}
-SETTING_VERBS = {"set", "scale", "pin"}  # "is set to 50" is the setting now, not a routine
+SETTING_VERBS = {"set", "scale", "repin"}  # "is set to 50" is the setting now, not a routine
+# How often: "shipped every night", "rebuilt whenever...", "rotated weekly" tell a routine, not a change.
+FREQUENCY_ADVERBS = {"always", "usually", "regularly", "hourly", "daily", "nightly", "weekly", "monthly",
+                     "quarterly", "yearly", "annually"}
+MONTHS = {"january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+          "november", "december"}
+TIME_UNITS = {"minute", "hour", "day", "night", "morning", "evening", "week", "weekend", "month", "quarter", "year",
+              "sprint", "release", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"}
 PHRASAL_UPDATES = {("take", "over"), ("go", "live")}  # "Lee took over as release manager"
 UPDATE_MARKERS = {"now", "instead", "anymore", "nowadays", "longer",  # "no longer" parses as no + longer
                   "since", "again", "today", "back"}
@@ -174,7 +181,7 @@ ANNOUNCED_FIRST_MIN_SIMILARITY = 0.3
 # A newer value that did not make the results comes in above an older one that did, if the two are this
 # close: at 0.3 unrelated news about the same user came in ("migrated their notes to Obsidian").
 NEWER_FROM_REST_MIN_SIMILARITY = 0.55
-NEWER_FROM_REST_DEPTH = 8  # ... among the first 8 x top_k candidates (at 2 or 4 x, one fewer stale chain was right)
+NEWER_FROM_REST_FACTOR = 8  # ... among the first 8 x top_k candidates (at 2 or 4 x, one fewer stale chain was right)
 FIRST_PERSON = {"i": "i", "me": "i", "my": "i", "mine": "i", "myself": "i",
                 "we": "we", "us": "we", "our": "we", "ours": "we", "ourselves": "we"}
 
@@ -1251,8 +1258,14 @@ def _replaced_names(doc) -> set[str]:
             named.add(token)
         elif token.dep_ in ("dobj", "nsubjpass") and head.lemma_.lower() in ("replace", "swap"):
             named.add(token)
-    return {word.lower_ for token in named for word in [token, *token.children]
-            if word is token or word.dep_ in ("compound", "nummod")}
+    named = {token for token in named if token.pos_ != "PRON" and not _is_time(token)}  # "replaced it", "from Monday"
+    return {form for token in named for word in [token, *token.children]
+            if word is token or word.dep_ in ("compound", "nummod") for form in (word.lower_, word.lemma_.lower())}
+
+
+def _is_time(token) -> bool:
+    """A time rather than a thing: "from Monday", "from January", "from this quarter", "from next week"."""
+    return token.lemma_.lower() in TIME_UNITS | MONTHS or token.lower_ in ("now", "today", "tomorrow")
 
 
 def restates_value(old_doc, new_doc) -> bool:
@@ -1270,9 +1283,10 @@ def _other_relations(old_doc, new_doc) -> bool:
 
 def _root_prepositions(doc) -> set[str]:
     """The prepositions of the main verb; none for a change verb ("was upgraded to 3.11" is "is on 3.11")."""
-    root = next(iter(doc.sents)).root
-    if _is_update_form(root):
+    sentence = next(iter(doc.sents), None)
+    if sentence is None or _is_update_form(sentence.root):
         return set()
+    root = sentence.root
     return {child.lower_ for child in root.children if child.dep_ == "prep"}
 
 
@@ -1284,7 +1298,7 @@ def _new_value_of_same_fact(old_doc, new_doc, *, same_subject: bool) -> bool:
         return False  # a paragraph (a summary, a story) is a record, not one value that can go stale
     old_owner, new_owner = owner(old_doc), owner(new_doc)
     if (old_owner and new_owner and old_owner != new_owner and not _acts_on(old_owner, new_owner, old_doc, new_doc)
-            and not _name_parts(old_doc, old_owner) & _name_parts(new_doc, new_owner)):
+            and not _one_name(_name_parts(old_doc, old_owner), _name_parts(new_doc, new_owner))):
         return False
     old_words, new_words = content_lemmas(old_doc), content_lemmas(new_doc)
     old_subject, new_subject = subject_head(old_doc), subject_head(new_doc)
@@ -1300,6 +1314,12 @@ def _new_value_of_same_fact(old_doc, new_doc, *, same_subject: bool) -> bool:
     if not (old_values and new_values) or _numeric(old_doc, old_values) != _numeric(new_doc, new_values):
         return False
     return same_subject or bool(old_words & new_words - {old_owner, new_owner})
+
+
+def _one_name(old_parts: set[str], new_parts: set[str]) -> bool:
+    """"Globex" and "Globex Inc" name one owner; "Priya Shah" and "Priya Patel", or "Acme Corp" and "Acme Labs",
+    two."""
+    return old_parts <= new_parts or new_parts <= old_parts
 
 
 def _name_parts(doc, name: str) -> set[str]:
@@ -1360,26 +1380,41 @@ def _is_change_verb(token) -> bool:
 
 
 def _routine(verb) -> bool:
-    """A change verb in the simple present tells a routine, not a change: "Production logs are shipped
-    to Loki", "The site is rebuilt whenever the CMS publishes". Past forms the small model tags as
-    present ("We rebuilt the agents" as VBP) still count as changes."""
-    if verb.tag_ in ("VBZ", "VBP"):
-        return not (verb.lower_ in IRREGULAR_UPDATE_FORMS or verb.lower_.endswith("ed"))
-    if verb.lemma_.lower() in SETTING_VERBS:
-        return False  # "The pool is set to 50" states the setting now, a value of its own
+    """A change verb that tells a routine, not a change: said with how often ("We release every two weeks",
+    "The site is rebuilt whenever the CMS publishes"), or in the present passive of a verb that does not
+    change a value by itself ("Production logs are shipped to Loki"). "The launch is moved to Friday", "The
+    pool is set to 50" and a change planned in the simple present ("Standup moves to 10:00") still count."""
+    if any(_says_how_often(t) for t in verb.sent):
+        return True
     helpers = [child for child in verb.children if child.dep_ in ("aux", "auxpass")]
-    return (verb.tag_ == "VBN" and not any(child.lemma_ == "have" for child in helpers)
-            and any(child.dep_ == "auxpass" and child.tag_ in ("VBZ", "VBP") for child in helpers))
+    present_passive = (verb.tag_ == "VBN" and not any(child.lemma_ == "have" for child in helpers)
+                       and any(child.dep_ == "auxpass" and child.tag_ in ("VBZ", "VBP") for child in helpers))
+    return present_passive and not _verb_forms(verb) & (CHANGE_VERBS | SETTING_VERBS)
+
+
+def _says_how_often(token) -> bool:
+    """"whenever", "every night", "each sprint", "weekly" (as an adverb); not "every service", nor a new value
+    ("moved standup to every Tuesday")."""
+    word, head = token.lower_, token.head
+    new_value = any(t.dep_ == "pobj" and t.head.lower_ in ("to", "into") for t in [head, *head.ancestors])
+    return (word == "whenever" or (word in ("every", "each") and head.lemma_.lower() in TIME_UNITS and not new_value)
+            or (word in FREQUENCY_ADVERBS and token.dep_ == "advmod"))
 
 
 def _is_update_form(token) -> bool:
     """Is the token a form of a change verb ("repinned" of "repin"), or a phrasal change ("took over")?"""
-    written = token.lower_
-    lemma = IRREGULAR_UPDATE_FORMS.get(written, token.lemma_.lower())
-    if lemma in UPDATE_VERBS or any(stem in UPDATE_VERBS for stem in _regular_stems(written)):
+    if _verb_forms(token) & UPDATE_VERBS:
         return True
+    lemma = IRREGULAR_UPDATE_FORMS.get(token.lower_, token.lemma_.lower())
     particles = {child.lower_ for child in token.children if child.dep_ in ("prt", "acomp", "advmod")}
     return any((lemma, particle) in PHRASAL_UPDATES for particle in particles)
+
+
+def _verb_forms(token) -> set[str]:
+    """What a verb can be a form of: its lemma (mended for the small model's irregular misses) and the
+    stems of a regular ending ("repinned" -> "repin", "repinn", "repinne")."""
+    written = token.lower_
+    return {IRREGULAR_UPDATE_FORMS.get(written, token.lemma_.lower()), *_regular_stems(written)}
 
 
 def _regular_stems(word: str) -> list[str]:
@@ -2023,7 +2058,7 @@ class YourMemory:
             seeds = sorted(candidates.values(), key=lambda c: -c["score"])[:top_k]
             self._round_two(candidates, seeds, caller, top_k, now)
             ranked = sorted(candidates.values(), key=lambda c: -c["score"])
-            chosen = self._newer_values_first(ranked[:top_k], ranked[top_k:NEWER_FROM_REST_DEPTH * top_k])
+            chosen = self._newer_values_first(ranked[:top_k], ranked[top_k:NEWER_FROM_REST_FACTOR * top_k])
             if not self.read_only:  # a read-only database is still searchable; it just cannot learn
                 self._reinforce_recalled([c["id"] for c in chosen], caller, now)
             memories = [self._public(c, now) for c in chosen]
@@ -2053,6 +2088,9 @@ class YourMemory:
                 docs[c["id"]] = parsed(c["row"]["content"], c["row"]["parse"])
             return docs[c["id"]]
         order = list(chosen)
+        # A result's id -> the newest value that came in from the rest above it. The rest are not compared
+        # with each other, so a newer one goes above that; results were, and are met first in the loop.
+        heads = {}
         for later in sorted(successors, key=lambda c: c["row"]["created_at"]):
             outside = later not in order
             floor = NEWER_FROM_REST_MIN_SIMILARITY if outside else ANNOUNCED_FIRST_MIN_SIMILARITY
@@ -2061,10 +2099,13 @@ class YourMemory:
                 if (similarity is not None and similarity >= floor
                         and earlier["row"]["created_at"] < later["row"]["created_at"]
                         and self._newer_value(doc(earlier), doc(later), similarity)):
+                    anchor = heads.get(earlier["id"], earlier)
                     if not outside:
                         order.remove(later)
-                    order.insert(order.index(earlier), later)
-                    later["score"], later["via"] = earlier["score"], "newer"
+                    order.insert(order.index(anchor), later)
+                    later["score"], later["via"] = anchor["score"], "newer"
+                    if outside:
+                        heads[earlier["id"]] = later
                     break
         return order[:len(chosen)]
 

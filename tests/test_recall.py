@@ -233,6 +233,18 @@ def test_a_newer_value_outside_the_results_comes_in_above_the_older_one(memory, 
     assert [m["id"] for m in top] == [newer["id"]] and top[0]["via"] == "newer"
 
 
+def test_the_newest_of_several_values_comes_first(memory, clock):
+    """Two newer values, both outside top_k = 1, come in: the newest goes above the one before it."""
+    memory.store("Priya lives in Bangalore.")
+    clock.advance(seconds=60)
+    memory.store("Priya moved to Toronto for her new role.")
+    clock.advance(seconds=60)
+    newest = memory.store("Priya has settled in Vancouver these days.")
+    assert newest["action"] == "store"
+    top = memory.recall("Where does Priya live?", top_k=1)["memories"]
+    assert [m["id"] for m in top] == [newest["id"]]
+
+
 def test_an_unrelated_newer_fact_does_not_come_in(memory, clock):
     """News of the same owner that gives no value of the recalled fact stays out: "wants PR titles in the
     imperative" passes the newer-value test against "now wants squash merges" at cosine 0.41 (and came

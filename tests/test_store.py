@@ -123,6 +123,10 @@ def test_a_changed_value_supersedes_the_old_memory(memory, old, new):
     ("Our video calls use Zoom", "We switched from Zoom to Google Meet for video calls"),  # names what it replaced
     ("Leo's favourite band is Muse", "Leo says his favourite band is Wet Leg these days"),
     ("Globex Inc runs its chat on Slack", "Globex moved its chat to Microsoft Teams"),  # one owner, named shorter
+    ("Standup is at 9:30", "Standup moved to 10:00 from Monday"),  # "from Monday" is a time, not what it replaced
+    ("Our CI runs on Jenkins", "We replaced it with Buildkite for CI"),  # nor is "it"
+    ("The team tracks tasks in a spreadsheet", "We switched from spreadsheets to Airtable for tasks"),  # a plural
+    ("The launch is on Thursday", "The launch moves to Friday"),  # a change planned in the simple present
 ])
 def test_an_announced_change_in_other_words_supersedes(memory, old, new):
     first = memory.store(old)
@@ -207,6 +211,8 @@ def test_a_change_of_someone_else_or_of_another_value_supersedes_nothing(memory,
     ("Omar works at the Red Cross", "Omar works in disaster logistics"),  # "at" an employer, "in" a field
     ("The billing service tags every error with the invoice ID",  # what it replaced is not in the old text
      "Billing errors go to Rollbar instead of Sentry since the audit"),
+    ("Priya Shah's team uses Jira for tickets", "Priya Patel's team moved its tickets to Linear"),  # two Priyas
+    ("Acme Corp's office is in Boston", "Acme Labs moved its office to Austin"),  # two companies
 ])
 def test_a_routine_another_relation_or_a_change_of_something_unmentioned_supersedes_nothing(memory, old, new):
     memory.store(old)
