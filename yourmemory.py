@@ -182,6 +182,7 @@ ANNOUNCED_FIRST_MIN_SIMILARITY = 0.3
 # close: at 0.3 unrelated news about the same user came in ("migrated their notes to Obsidian").
 NEWER_FROM_REST_MIN_SIMILARITY = 0.55
 NEWER_FROM_REST_FACTOR = 8  # ... among the first 8 x top_k candidates (at 2 or 4 x, one fewer stale chain was right)
+NEWER_FROM_REST_MAX = 100  # ... and at most 100 past the results: each is compared with every result
 FIRST_PERSON = {"i": "i", "me": "i", "my": "i", "mine": "i", "myself": "i",
                 "we": "we", "us": "we", "our": "we", "ours": "we", "ourselves": "we"}
 
@@ -2058,7 +2059,8 @@ class YourMemory:
             seeds = sorted(candidates.values(), key=lambda c: -c["score"])[:top_k]
             self._round_two(candidates, seeds, caller, top_k, now)
             ranked = sorted(candidates.values(), key=lambda c: -c["score"])
-            chosen = self._newer_values_first(ranked[:top_k], ranked[top_k:NEWER_FROM_REST_FACTOR * top_k])
+            rest = ranked[top_k:top_k + min((NEWER_FROM_REST_FACTOR - 1) * top_k, NEWER_FROM_REST_MAX)]
+            chosen = self._newer_values_first(ranked[:top_k], rest)
             if not self.read_only:  # a read-only database is still searchable; it just cannot learn
                 self._reinforce_recalled([c["id"] for c in chosen], caller, now)
             memories = [self._public(c, now) for c in chosen]
