@@ -1406,16 +1406,19 @@ def _is_update_form(token) -> bool:
     """Is the token a form of a change verb ("repinned" of "repin"), or a phrasal change ("took over")?"""
     if _verb_forms(token) & UPDATE_VERBS:
         return True
-    lemma = IRREGULAR_UPDATE_FORMS.get(token.lower_, token.lemma_.lower())
     particles = {child.lower_ for child in token.children if child.dep_ in ("prt", "acomp", "advmod")}
-    return any((lemma, particle) in PHRASAL_UPDATES for particle in particles)
+    return any((_verb_lemma(token), particle) in PHRASAL_UPDATES for particle in particles)
 
 
 def _verb_forms(token) -> set[str]:
-    """What a verb can be a form of: its lemma (mended for the small model's irregular misses) and the
-    stems of a regular ending ("repinned" -> "repin", "repinn", "repinne")."""
-    written = token.lower_
-    return {IRREGULAR_UPDATE_FORMS.get(written, token.lemma_.lower()), *_regular_stems(written)}
+    """What a verb can be a form of: its lemma and the stems of a regular ending ("repinned" -> "repin",
+    "repinn", "repinne")."""
+    return {_verb_lemma(token), *_regular_stems(token.lower_)}
+
+
+def _verb_lemma(token) -> str:
+    """spaCy's lemma, mended for the small model's irregular misses ("took" -> "take")."""
+    return IRREGULAR_UPDATE_FORMS.get(token.lower_, token.lemma_.lower())
 
 
 def _regular_stems(word: str) -> list[str]:
