@@ -181,6 +181,11 @@ ANNOUNCED_FIRST_MIN_SIMILARITY = 0.3
 # A newer value that did not make the results comes in above an older one that did, if the two are this
 # close: at 0.3 unrelated news about the same user came in ("migrated their notes to Obsidian").
 NEWER_FROM_REST_MIN_SIMILARITY = 0.55
+# Two one-sentence facts this close say nearly the same thing, so the newer is the likelier current
+# value even when no rule above recognises the change ("CLI toolchain bumped to Go 1.22" / "The CLI is
+# built with Go 1.20"), unless the question names someone only the older one names. 0.55 to 0.6 did
+# best on the stale-fact files; at 0.7 and above it barely acts.
+NEWER_CLOSE_MIN_SIMILARITY = 0.6
 NEWER_FROM_REST_FACTOR = 8  # ... among the first 8 x top_k candidates (at 2 or 4 x, one fewer stale chain was right)
 NEWER_FROM_REST_MAX = 100  # ... and at most 100 past the results: each is compared with every result
 FIRST_PERSON = {"i": "i", "me": "i", "my": "i", "mine": "i", "myself": "i",
@@ -999,6 +1004,7 @@ spaCy (en_core_web_sm) loads lazily on first use; the regexes need nothing.
 """
 
 _WORD = re.compile(r"[\w][\w.+#'/-]*")
+_CAPITALISED = re.compile(r"\b[A-Z][a-z]+\b")
 STOPWORDS = frozenset("""
 a an the and or but if then so of to in on at by for with from into onto about as is are was were be been
 being am do does did doing have has had having i me my mine we us our you your he him his she her it its they
@@ -1050,6 +1056,12 @@ def nlp():
 
 def content_words(text: str) -> set[str]:
     return {w.strip(".'-/") for w in _WORD.findall(text.lower())} - STOPWORDS - {""}
+
+
+def names_in(text: str) -> set[str]:
+    """The capitalised words of a text that are not stop words, lower-cased: "priya" in "Where does
+    Priya live?" (a name, usually; no parse needed)."""
+    return {w.lower() for w in _CAPITALISED.findall(text)} - STOPWORDS
 
 
 def is_pure_question(text: str) -> bool:
@@ -2063,23 +2075,24 @@ class YourMemory:
             self._round_two(candidates, seeds, caller, top_k, now)
             ranked = sorted(candidates.values(), key=lambda c: -c["score"])
             rest = ranked[top_k:top_k + min((NEWER_FROM_REST_FACTOR - 1) * top_k, NEWER_FROM_REST_MAX)]
-            chosen = self._newer_values_first(ranked[:top_k], rest)
+            chosen = self._newer_values_first(ranked[:top_k], rest, names_in(query))
             if not self.read_only:  # a read-only database is still searchable; it just cannot learn
                 self._reinforce_recalled([c["id"] for c in chosen], caller, now)
             memories = [self._public(c, now) for c in chosen]
         return {"memoriesFound": len(memories), "context": render_context(memories), "memories": memories}
 
-    def _newer_values_first(self, chosen: list[dict], rest: list[dict]) -> list[dict]:
+    def _newer_values_first(self, chosen: list[dict], rest: list[dict], asked_names: set[str]) -> list[dict]:
         """A newer value of a fact moves just above an older one that outranked it, and takes its score.
         A newer value among the ``rest`` of the candidates, close to the older one (cosine >= 0.55), comes
         in the same way, and the last result makes room: an old value recalled brings its successor.
 
         Store supersedes only what it is sure of (an announced change among its nearest neighbours at
         cosine >= 0.45, a near-identical restatement). The same subject given another value by a merely
-        related text ("Eli is in Portland these days" after "Eli lives in Chicago"), or an announced
-        change a little less similar ("Plant watering moved to Priya"), is not enough to hide the older
-        memory, but enough to rank the newer one first. Quoted utterances are records of what was said
-        and keep their order.
+        related text ("Eli is in Portland these days" after "Eli lives in Chicago"), an announced change
+        a little less similar ("Plant watering moved to Priya"), or a fact that says nearly the same
+        (cosine >= 0.6) is not enough to hide the older memory, but enough to rank the newer one first.
+        ``asked_names``: the names in the question (``names_in``). Quoted utterances are records of
+        what was said and keep their order.
         """
         def is_fact(c):
             return speaker(c["row"]["content"]) is None and looks_like_one_sentence(c["row"]["content"])
@@ -2103,7 +2116,7 @@ class YourMemory:
                 similarity = related.get((earlier["id"], later["id"]))
                 if (similarity is not None and similarity >= floor
                         and earlier["row"]["created_at"] < later["row"]["created_at"]
-                        and self._newer_value(doc(earlier), doc(later), similarity)):
+                        and self._newer_value(doc(earlier), doc(later), similarity, asked_names)):
                     anchor = heads.get(earlier["id"], earlier)
                     if not outside:
                         order.remove(later)
@@ -2115,10 +2128,18 @@ class YourMemory:
         return order[:len(chosen)]
 
     @staticmethod
-    def _newer_value(old_doc, new_doc, similarity: float) -> bool:
-        """Does the newer text give the older one's fact another value: restated (the two at cosine >= 0.4)
-        or announced (>= 0.3, as ``_related_pairs`` already required)?"""
-        return ((similarity >= NEWER_FIRST_MIN_SIMILARITY and restates_value(old_doc, new_doc))
+    def _newer_value(old_doc, new_doc, similarity: float, asked_names: set[str]) -> bool:
+        """Does the newer text give the older one's fact another value: said nearly the same way (cosine
+        >= 0.6), restated (>= 0.4) or announced (>= 0.3, as ``_related_pairs`` already required)?
+
+        A close fact does not count when the question names someone the older text names and the newer
+        one does not: "Bob's favourite editor is Emacs" does not answer "Which editor does Alice like best?"
+        before "Alice's favourite editor is Vim" (cosine 0.75).
+        """
+        old_words, new_words = {t.lower_ for t in old_doc}, {t.lower_ for t in new_doc}
+        about_someone_else = any(name in old_words and name not in new_words for name in asked_names)
+        return ((similarity >= NEWER_CLOSE_MIN_SIMILARITY and not about_someone_else)
+                or (similarity >= NEWER_FIRST_MIN_SIMILARITY and restates_value(old_doc, new_doc))
                 or announces_update(old_doc, new_doc))
 
     def _related_pairs(self, ids: list[int], others: list[int]) -> dict[tuple[int, int], float]:

@@ -256,6 +256,36 @@ def test_an_unrelated_newer_fact_does_not_come_in(memory, clock):
     assert [m["id"] for m in top] == [first["id"]]
 
 
+def test_a_newer_fact_saying_nearly_the_same_is_recalled_first(memory, clock):
+    """No rule takes "CLI toolchain bumped to Go 1.22" for a new value of "The CLI is built with Go 1.20"
+    (its subject is the toolchain), but the two say nearly the same (cosine 0.79): the newer comes first."""
+    first = memory.store("The CLI is built with Go 1.20.")
+    clock.advance(seconds=60)
+    second = memory.store("CLI toolchain bumped to Go 1.22.")
+    assert second["action"] == "store"
+    top = memory.recall("Which Go version is the CLI built with?", top_k=2)["memories"]
+    assert [m["id"] for m in top] == [second["id"], first["id"]] and top[0]["via"] == "newer"
+
+
+def test_a_close_newer_fact_about_someone_the_question_does_not_name_keeps_its_place(memory, clock):
+    """"Bob's favourite editor is Emacs" is as close to "Alice's favourite editor is Vim" (cosine 0.75) as a
+    newer value would be, but the question names Alice, whom only the older one names."""
+    first = memory.store("Alice's favourite editor is Vim.")
+    clock.advance(seconds=60)
+    memory.store("Bob's favourite editor is Emacs.")
+    top = memory.recall("Which editor does Alice like best?", top_k=2)["memories"]
+    assert top[0]["id"] == first["id"] and "newer" not in {m["via"] for m in top}
+
+
+@pytest.mark.parametrize("text, names", [
+    ("Where does Priya live?", {"priya"}),
+    ("What is the iOS app's minimum deployment target?", set()),
+    ("When did Alice hand the Q4 budget to Marcus Bell?", {"alice", "marcus", "bell"}),
+])
+def test_the_names_a_question_asks_about(text, names):
+    assert yourmemory.names_in(text) == names
+
+
 def test_recall_compares_results_from_their_stored_parses(memory, clock, parses):
     first = memory.store("Lena drives a Volvo estate")
     clock.advance(seconds=60)
