@@ -183,8 +183,8 @@ ANNOUNCED_FIRST_MIN_SIMILARITY = 0.3
 NEWER_FROM_REST_MIN_SIMILARITY = 0.55
 # Two one-sentence facts this close say nearly the same thing, so the newer is the likelier current
 # value even when no rule above recognises the change ("CLI toolchain bumped to Go 1.22" / "The CLI is
-# built with Go 1.20"), unless the question names someone only the older one names. 0.55 to 0.6 did
-# best on the stale-fact files; at 0.7 and above it barely acts.
+# built with Go 1.20"), unless the question names someone or something ("Alice", "Q3") only the older
+# one names. 0.55 to 0.6 did best on the stale-fact files; at 0.7 and above it barely acts.
 NEWER_CLOSE_MIN_SIMILARITY = 0.6
 NEWER_FROM_REST_FACTOR = 8  # ... among the first 8 x top_k candidates (at 2 or 4 x, one fewer stale chain was right)
 NEWER_FROM_REST_MAX = 100  # ... and at most 100 past the results: each is compared with every result
@@ -1004,7 +1004,8 @@ spaCy (en_core_web_sm) loads lazily on first use; the regexes need nothing.
 """
 
 _WORD = re.compile(r"[\w][\w.+#'/-]*")
-_CAPITALISED = re.compile(r"\b[A-Z][a-z]+\b")
+_NAME_OR_MARK = re.compile(r"\b[A-Z][a-z]+\b"  # Priya, Alice
+                           r"|\b[A-Za-z]+\d\w*\b|\b\d+[A-Za-z]\w*\b")  # Q3, v2, 5k
 STOPWORDS = frozenset("""
 a an the and or but if then so of to in on at by for with from into onto about as is are was were be been
 being am do does did doing have has had having i me my mine we us our you your he him his she her it its they
@@ -1059,9 +1060,10 @@ def content_words(text: str) -> set[str]:
 
 
 def names_in(text: str) -> set[str]:
-    """The capitalised words of a text that are not stop words, lower-cased: "priya" in "Where does
-    Priya live?" (a name, usually; no parse needed)."""
-    return {w.lower() for w in _CAPITALISED.findall(text)} - STOPWORDS
+    """The words of a text that name someone or mark something, lower-cased, with no parse: capitalised
+    words that are not stop words, and words of letters and digits ("priya" and "q3" in "Did Priya set
+    the Q3 budget?")."""
+    return {w.lower() for w in _NAME_OR_MARK.findall(text)} - STOPWORDS
 
 
 def is_pure_question(text: str) -> bool:
@@ -1367,7 +1369,9 @@ def _numeric(doc_or_tokens, among: set[str] | None = None) -> bool:
 
 
 def _rival_marks(old_marks: set[str], new_marks: set[str]) -> bool:
-    return bool(old_marks) and bool(new_marks) and not old_marks & new_marks
+    """Marks of two subjects of one kind: "Q3 cloud" and "Q4 cloud" are rivals; "grant" and "grant
+    application" are not, one being within the other."""
+    return bool(old_marks) and bool(new_marks) and not (old_marks <= new_marks or new_marks <= old_marks)
 
 
 def _one_sentence(doc) -> bool:
@@ -2091,7 +2095,7 @@ class YourMemory:
         related text ("Eli is in Portland these days" after "Eli lives in Chicago"), an announced change
         a little less similar ("Plant watering moved to Priya"), or a fact that says nearly the same
         (cosine >= 0.6) is not enough to hide the older memory, but enough to rank the newer one first.
-        ``asked_names``: the names in the question (``names_in``). Quoted utterances are records of
+        ``asked_names``: the names and marks in the question (``names_in``). Quoted utterances are records of
         what was said and keep their order.
         """
         def is_fact(c):
@@ -2132,13 +2136,14 @@ class YourMemory:
         """Does the newer text give the older one's fact another value: said nearly the same way (cosine
         >= 0.6), restated (>= 0.4) or announced (>= 0.3, as ``_related_pairs`` already required)?
 
-        A close fact does not count when the question names someone the older text names and the newer
-        one does not: "Bob's favourite editor is Emacs" does not answer "Which editor does Alice like best?"
-        before "Alice's favourite editor is Vim" (cosine 0.75).
+        A close fact does not count when the question names someone or something the older text names and
+        the newer one does not: "Bob's favourite editor is Emacs" does not answer "Which editor does Alice
+        like best?" before "Alice's favourite editor is Vim" (cosine 0.75), nor "The Q4 cloud budget is $55k"
+        answer "What is the Q3 cloud budget?" before "The Q3 cloud budget is $40k".
         """
         old_words, new_words = {t.lower_ for t in old_doc}, {t.lower_ for t in new_doc}
-        about_someone_else = any(name in old_words and name not in new_words for name in asked_names)
-        return ((similarity >= NEWER_CLOSE_MIN_SIMILARITY and not about_someone_else)
+        about_something_else = any(name in old_words and name not in new_words for name in asked_names)
+        return ((similarity >= NEWER_CLOSE_MIN_SIMILARITY and not about_something_else)
                 or (similarity >= NEWER_FIRST_MIN_SIMILARITY and restates_value(old_doc, new_doc))
                 or announces_update(old_doc, new_doc))
 

@@ -213,6 +213,7 @@ def test_a_change_of_someone_else_or_of_another_value_supersedes_nothing(memory,
      "Billing errors go to Rollbar instead of Sentry since the audit"),
     ("Priya Shah's team uses Jira for tickets", "Priya Patel's team moved its tickets to Linear"),  # two Priyas
     ("Acme Corp's office is in Boston", "Acme Labs moved its office to Austin"),  # two companies
+    ("The Q3 cloud budget is $40k.", "The Q4 cloud budget is $55k."),  # two budgets that share a mark
 ])
 def test_a_routine_another_relation_or_a_change_of_something_unmentioned_supersedes_nothing(memory, old, new):
     memory.store(old)
