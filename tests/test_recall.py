@@ -274,6 +274,9 @@ def test_a_newer_fact_saying_nearly_the_same_is_recalled_first(memory, clock):
     ("Alice's favourite editor is Vim.", "Bob's favourite editor is Emacs.", "Which editor does Alice like best?"),
     # Close too, but the question asks for Q3.
     ("The Q3 cloud budget is $40k.", "The Q4 cloud budget is $55k.", "What is the Q3 cloud budget?"),
+    # The same subject, another value, but only at cosine 0.49: another fact about Acme.
+    ("Acme moved its headquarters to New York.", "Acme has a satellite office in Dublin.",
+     "Where is Acme headquartered?"),
 ])
 def test_an_older_memory_keeps_its_place_above_a_newer_one_that_is_no_newer_value(memory, clock, old, new, query):
     first = memory.store(old)
