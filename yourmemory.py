@@ -1006,8 +1006,6 @@ spaCy (en_core_web_sm) loads lazily on first use; the regexes need nothing.
 """
 
 _WORD = re.compile(r"[\w][\w.+#'/-]*")
-_NAME_OR_MARK = re.compile(r"\b[A-Z][a-z]+\b"  # Priya, Alice
-                           r"|\b[A-Za-z]+\d\w*\b|\b\d+[A-Za-z]\w*\b")  # Q3, v2, 5k
 STOPWORDS = frozenset("""
 a an the and or but if then so of to in on at by for with from into onto about as is are was were be been
 being am do does did doing have has had having i me my mine we us our you your he him his she her it its they
@@ -1063,9 +1061,10 @@ def content_words(text: str) -> set[str]:
 
 def names_in(text: str) -> set[str]:
     """The words of a text that name someone or mark something, lower-cased, with no parse: capitalised
-    words that are not stop words, and words of letters and digits ("priya" and "q3" in "Did Priya set
-    the Q3 budget?")."""
-    return {w.lower() for w in _NAME_OR_MARK.findall(text)} - STOPWORDS
+    words that are not stop words ("Priya", "Zoë"; not "CI"), and words of letters and digits ("Q3", "5k")."""
+    return {word.lower() for word in re.findall(r"\w+", text)
+            if (word[0].isupper() and not word.isupper()) or (not word.isdigit() and any(c.isdigit() for c in word))
+            } - STOPWORDS
 
 
 def is_pure_question(text: str) -> bool:
@@ -2097,8 +2096,8 @@ class YourMemory:
         related text ("Eli is in Portland these days" after "Eli lives in Chicago"), an announced change
         a little less similar ("Plant watering moved to Priya"), or a fact that says nearly the same
         (cosine >= 0.6) is not enough to hide the older memory, but enough to rank the newer one first.
-        ``asked_names``: the names and marks in the question (``names_in``). Quoted utterances are records of
-        what was said and keep their order.
+        ``asked_names``: the names and marks in the question (``names_in``). Quoted utterances are records
+        of what was said and keep their order.
         """
         def is_fact(c):
             return speaker(c["row"]["content"]) is None and looks_like_one_sentence(c["row"]["content"])

@@ -288,6 +288,7 @@ def test_an_older_memory_keeps_its_place_above_a_newer_one_that_is_no_newer_valu
 
 @pytest.mark.parametrize("text, names", [
     ("Where does Priya live?", {"priya"}),
+    ("Where does Zoë work, and is the CI green?", {"zoë"}),
     ("What is the user's 5k personal best on the v2 course?", {"5k", "v2"}),
     ("What is the iOS app's minimum deployment target?", set()),
     ("When did Alice hand the Q4 budget to Marcus Bell?", {"alice", "q4", "marcus", "bell"}),
