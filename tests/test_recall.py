@@ -272,6 +272,8 @@ def test_a_newer_fact_saying_nearly_the_same_is_recalled_first(memory, clock):
     ("Caroline: I live in Chicago", "Caroline: I am in Portland these days", "Where does Caroline live?"),
     # As close (cosine 0.75) as a newer value would be, but the question names Alice, whom only the older one names.
     ("Alice's favourite editor is Vim.", "Bob's favourite editor is Emacs.", "Which editor does Alice like best?"),
+    # The name is split the same way in the question and the memories.
+    ("O'Brien's favourite editor is Vim.", "Bob's favourite editor is Emacs.", "Which editor does O'Brien like best?"),
     # Close too, but the question asks for Q3.
     ("The Q3 cloud budget is $40k.", "The Q4 cloud budget is $55k.", "What is the Q3 cloud budget?"),
     # The same subject, another value, but only at cosine 0.49: another fact about Acme.
@@ -289,6 +291,7 @@ def test_an_older_memory_keeps_its_place_above_a_newer_one_that_is_no_newer_valu
 @pytest.mark.parametrize("text, names", [
     ("Where does Priya live?", {"priya"}),
     ("Where does Zoë work, and is the CI green?", {"zoë"}),
+    ("Where does Zoe\u0308 work?", {"zoë"}),  # typed with a combining accent
     ("What is the user's 5k personal best on the v2 course?", {"5k", "v2"}),
     ("What is the iOS app's minimum deployment target?", set()),
     ("When did Alice hand the Q4 budget to Marcus Bell?", {"alice", "q4", "marcus", "bell"}),
