@@ -1063,7 +1063,8 @@ def content_words(text: str) -> set[str]:
 
 def names_in(text: str) -> set[str]:
     """The words of a text that name someone or mark something, with no parse: capitalised words that are
-    not stop words ("Priya", "Zoë"; not "CI") and words of letters and digits ("Q3", "5k"), as ``plain_words``."""
+    not stop words ("Priya", "Zoë"; not "CI") and words of letters and digits ("Q3", "5k"), split and
+    lower-cased as ``plain_words`` does."""
     return {word.lower() for word in _RUNS.findall(unicodedata.normalize("NFC", text))
             if _is_name(word) or _is_mark(word)} - STOPWORDS
 
@@ -2155,8 +2156,8 @@ class YourMemory:
 
         A close fact does not count when the question names someone or something the older text names and
         the newer one does not: "Bob's favourite editor is Emacs" does not answer "Which editor does Alice
-        like best?" before "Alice's favourite editor is Vim" (cosine 0.75), nor "The Q4 cloud budget is $55k"
-        answer "What is the Q3 cloud budget?" before "The Q3 cloud budget is $40k". Names are told by their
+        like best?" before "Alice's favourite editor is Vim" (cosine 0.75), nor does "The Q4 cloud budget is
+        $55k" answer "What is the Q3 cloud budget?" before "The Q3 cloud budget is $40k". Names are told by their
         capitals (``names_in``), so a question in lower case guards nothing, nor does an acronym ("CI" is
         as often the topic as the owner); and a value the question names guards the older text too ("Is
         Kai interning at Google?").
