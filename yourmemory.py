@@ -1063,16 +1063,18 @@ def content_words(text: str) -> set[str]:
 
 def names_in(text: str) -> set[str]:
     """The words of a text that name someone or mark something, with no parse: capitalised words that are
-    not stop words ("Priya", "Zoë"; not "CI") and words of letters and digits ("Q3", "5k"), split and
-    lower-cased as ``plain_words`` does."""
-    return {word.lower() for word in _RUNS.findall(unicodedata.normalize("NFC", text))
-            if _is_name(word) or _is_mark(word)} - STOPWORDS
+    not stop words ("Priya", "Zoë"; not "CI") and words of letters and digits ("Q3", "5k"), lower-cased."""
+    return {word.lower() for word in _runs(text) if _is_name(word) or _is_mark(word)} - STOPWORDS
 
 
 def plain_words(text: str) -> set[str]:
-    """A text's runs of letters and digits, lower-cased and Unicode-normalised: "O'Brien" is "o" and
-    "brien", however it was typed."""
-    return {word.lower() for word in _RUNS.findall(unicodedata.normalize("NFC", text))}
+    """A text's words, split as ``names_in`` splits them and lower-cased."""
+    return {word.lower() for word in _runs(text)}
+
+
+def _runs(text: str) -> list[str]:
+    """Runs of letters and digits, Unicode-normalised: "O'Brien" is "O" and "Brien", however it was typed."""
+    return _RUNS.findall(unicodedata.normalize("NFC", text))
 
 
 def _is_name(word: str) -> bool:
@@ -2175,6 +2177,8 @@ class YourMemory:
                FROM memory_vectors AS a JOIN memory_vectors AS b
                ON a.memory_id != b.memory_id
                WHERE a.memory_id IN (SELECT value FROM json_each(:ids)) AND b.memory_id IN (SELECT value FROM json_each(:others))
+                 -- a pair of two ids once, not in both orders
+                 AND (a.memory_id < b.memory_id OR b.memory_id NOT IN (SELECT value FROM json_each(:ids)))
                  AND length(a.embedding) = :size AND length(b.embedding) = :size
                  AND 1 - vec_distance_cosine(a.embedding, b.embedding) >= :similarity""",
             {"ids": json.dumps(ids), "others": json.dumps(others), "size": 4 * EMBEDDING_DIM,
