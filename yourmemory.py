@@ -85,7 +85,8 @@ MAX_CONTENT_CHARS = 10_000          # the model reads ~1,500 chars; BM25 reads e
 MAX_QUERY_CHARS = 10_000
 MAX_TOP_K = 100
 
-# Hybrid search: relevance = 0.6 * cosine + 0.4 * bm25 / max(bm25 among candidates).
+# Hybrid search: relevance = 0.6 * cosine + 0.4 * bm25 / max(bm25 among candidates), the cosine less a
+# part for resembling every memory (TYPICAL_PENALTY below).
 VECTOR_WEIGHT = 0.6
 BM25_WEIGHT = 0.4
 MIN_CANDIDATES = 40                 # per retriever, before fusion
@@ -105,6 +106,10 @@ CONTEXT_SHARE = 0.5
 # CONTEXT_SHARE + ANSWER_SHARE times that share of the question's relevance instead of CONTEXT_SHARE.
 QUESTION_DISCOUNT = 0.5
 ANSWER_SHARE = 0.4
+# Hubs: a memory close to the centre of everything the caller can see ("Thanks, that means a lot!")
+# is close to every question, so its cosine tells little. Recall takes TYPICAL_PENALTY times its
+# cosine to that centre, above the candidates' average, off its cosine (LoCoMo turns, fusion_lab).
+TYPICAL_PENALTY = 0.2
 
 # Vector search: candidates by the Hamming distance of one-bit sketches, then exact cosine.
 # Candidates rescored: 10 per neighbour asked for, at least 200 per scope (a scope this small is
@@ -1585,11 +1590,26 @@ class VectorIndex:
         while batch := rows.fetchmany(4096):
             for memory_id, scope, blob in batch:
                 self._put(memory_id, scope, blob)
+        for sketches in self.scopes.values():
+            sketches.positive()  # counted once here, in blocks (36 ms at 100k), then kept current
 
     def candidates(self, vector, scope: str, n: int) -> list[int]:
         """Up to ``n`` ids of active vectors in ``scope`` whose sketches are nearest ``vector``'s."""
         sketches = self.scopes.get(scope)
         return sketches.nearest(sketch(vector), n) if sketches else []
+
+    def centre(self, scopes: list[str]):
+        """The direction all active vectors in ``scopes`` share, as a unit vector, or None if there is none.
+
+        Taken from the sketches, the mean of the vectors' signs: on the LoCoMo turns it ranks memories
+        by closeness to the centre as the mean of the float vectors does (fusion_lab), and a removal
+        can be subtracted exactly without the float vector.
+        """
+        import numpy as np
+        signs = [2 * sketches.positive() - sketches.size for sketches in map(self.scopes.get, scopes) if sketches]
+        total = sum(signs, np.zeros(EMBEDDING_DIM))
+        norm = float(np.linalg.norm(total))
+        return (total / norm).astype(np.float32) if norm > 0 else None
 
     def _apply(self, conn, memory_ids: set[int]) -> None:
         current = {row[0]: row[1:] for row in conn.execute(
@@ -1639,11 +1659,14 @@ class _ScopeSketches:
         self.ids = np.zeros(64, dtype=np.int64)
         self.bits = np.zeros((SKETCH_WORDS, 64), dtype=np.uint64)
         self.size, self.row = 0, {}
+        self._positive = None  # per dimension, how many vectors are > 0; counted when first asked for
 
     def put(self, memory_id: int, bits) -> None:
         import numpy as np
         if memory_id in self.row:
+            self._count(self.bits[:, self.row[memory_id]], -1)
             self.bits[:, self.row[memory_id]] = bits
+            self._count(bits, +1)
             return
         if self.size == len(self.ids):
             self.ids = np.concatenate([self.ids, np.zeros_like(self.ids)])
@@ -1651,15 +1674,32 @@ class _ScopeSketches:
         self.ids[self.size], self.bits[:, self.size] = memory_id, bits
         self.row[memory_id] = self.size
         self.size += 1
+        self._count(bits, +1)
 
     def drop(self, memory_id: int) -> None:
         row, last = self.row.pop(memory_id, None), self.size - 1
         if row is None:
             return
+        self._count(self.bits[:, row], -1)
         if row != last:
             self.ids[row], self.bits[:, row] = self.ids[last], self.bits[:, last]
             self.row[int(self.ids[row])] = row
         self.size = last
+
+    def positive(self):
+        """Per dimension, how many of the sketched vectors are > 0."""
+        import numpy as np
+        if self._positive is None:  # counted in blocks: unpacked, 100k sketches would take 77 MB
+            self._positive = np.zeros(EMBEDDING_DIM, dtype=np.int64)
+            for start in range(0, self.size, SKETCH_CHUNK):
+                block = np.ascontiguousarray(self.bits[:, start:min(self.size, start + SKETCH_CHUNK)].T)
+                self._positive += np.unpackbits(block.view(np.uint8), axis=1).sum(axis=0, dtype=np.int64)
+        return self._positive
+
+    def _count(self, bits, sign: int) -> None:
+        import numpy as np
+        if self._positive is not None:  # else counted when first asked for: loading stays one pass
+            self._positive += sign * np.unpackbits(np.ascontiguousarray(bits).view(np.uint8)).astype(np.int64)
 
     def nearest(self, query_bits, n: int) -> list[int]:
         import numpy as np
@@ -2200,12 +2240,13 @@ class YourMemory:
             found[memory_id] = {"id": memory_id, "similarity": None}
         self._fill_similarity(found, vector)
         self._inherit_from_replaced(found, vector, terms, lexical, caller)
+        typical = self._typicality(found, caller.read_scopes())
         max_bm25 = max((lexical.get(memory_id, 0.0) for memory_id in found), default=0.0)
         rows = self._memory_rows(found)
         for memory_id, c in found.items():
             c["row"], c["bm25"] = rows[memory_id], lexical.get(memory_id, 0.0)
-            c["signals"] = {"vector": VECTOR_WEIGHT * c["similarity"],
-                            "bm25": BM25_WEIGHT * normalised(c["bm25"], max_bm25)}
+            cosine = c["similarity"] - TYPICAL_PENALTY * typical.get(memory_id, 0.0)
+            c["signals"] = {"vector": VECTOR_WEIGHT * cosine, "bm25": BM25_WEIGHT * normalised(c["bm25"], max_bm25)}
             c["own"] = sum(c["signals"].values())
         asks = {memory_id: question_share(c["row"]["content"]) for memory_id, c in found.items()}
         for memory_id, c in found.items():
@@ -2267,6 +2308,21 @@ class YourMemory:
         for c in found.values():  # no vector, or a damaged one: the memory still counts by its words
             if c["similarity"] is None or not math.isfinite(c["similarity"]):
                 c["similarity"] = 0.0
+
+    def _typicality(self, found: dict[int, dict], scopes: list[str]) -> dict[int, float]:
+        """Each candidate's cosine to the centre of the caller's memories (``VectorIndex.centre``), less
+        the candidates' average: how much more than the others it resembles everything."""
+        centre = self.vectors.centre(scopes)
+        if centre is None:
+            return {}
+        rows = self.db.execute(
+            """SELECT memory_id, 1 - vec_distance_cosine(embedding, ?) FROM memory_vectors
+               WHERE memory_id IN (SELECT value FROM json_each(?)) AND length(embedding) = ?""",
+            (vector_blob(centre), json.dumps(list(found)), 4 * EMBEDDING_DIM)).fetchall()
+        closeness = {memory_id: float(value) for memory_id, value in rows
+                     if value is not None and math.isfinite(value)}  # a damaged vector: no penalty
+        average = sum(closeness.values()) / len(closeness) if closeness else 0.0
+        return {memory_id: value - average for memory_id, value in closeness.items()}
 
     def _inherit_from_replaced(self, found: dict[int, dict], vector, terms: list[str], lexical: dict[int, float],
                                caller: Caller) -> None:

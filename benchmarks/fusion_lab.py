@@ -195,6 +195,23 @@ def short_turns_penalised(c, b, s, *, texts, **kw):
     return scores * (1 - 0.4 * np.clip((5 - count) / 5, 0, 1))
 
 
+def typical_discounted(c, b, s, *, vectors, asks, penalty, centre="signs", **kw):
+    """On top of the question rule: a turn's cosine less ``penalty`` times its closeness to what every turn
+    shares (above the candidates' average; candidates: the 40 best by cosine and by BM25, as in recall).
+    ``centre``: "signs" (the mean of the vectors' signs, what the product keeps), "mean" (of the vectors),
+    or "neighbours" (instead of a centre, each turn's mean cosine to its 10 nearest turns)."""
+    if centre == "neighbours":
+        similar = vectors @ vectors.T
+        np.fill_diagonal(similar, -1.0)
+        closeness = -np.sort(-similar, axis=1)[:, :10].mean(axis=1)
+    else:
+        direction = (np.sign(vectors) if centre == "signs" else vectors).sum(axis=0)
+        closeness = vectors @ (direction / np.linalg.norm(direction))
+    candidates = np.union1d(np.argsort(-c)[:40], np.argsort(-b)[:40])
+    return questions_answered(c - penalty * (closeness - closeness[candidates].mean()), b, s, asks=asks,
+                              discount=0.5, answer_share=0.4)
+
+
 VARIANTS = {
     "cosine": lambda c, b, s, **_: c,
     "bm25": lambda c, b, s, **_: b,
@@ -239,6 +256,10 @@ for discount, answer_share in [(0.3, 0.0), (0.5, 0.0), (0.0, 0.4), (0.5, 0.2), (
     name = f"questions discounted {discount:g} answers take {answer_share:g}"
     VARIANTS[name + (" (the product)" if (discount, answer_share) == (0.5, 0.4) else "")] = functools.partial(
         questions_answered, discount=discount, answer_share=answer_share)
+for penalty in (0.1, 0.2, 0.3, 0.4):
+    VARIANTS[f"typical {penalty:g} signs"] = functools.partial(typical_discounted, penalty=penalty)
+for penalty, centre in [(0.2, "mean"), (0.3, "mean"), (0.4, "neighbours"), (0.6, "neighbours")]:
+    VARIANTS[f"typical {penalty:g} {centre}"] = functools.partial(typical_discounted, penalty=penalty, centre=centre)
 
 
 def evaluate(samples, embedder, variants) -> dict[str, dict[int, float]]:

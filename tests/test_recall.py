@@ -337,3 +337,24 @@ def test_a_memory_that_replaced_another_answers_with_its_words_too(memory, clock
     found = memory.recall("Which Python linter do we use?", top_k=2)["memories"]
     assert [m["id"] for m in found] == [successor["id"], related]
     assert found[0]["bm25"] > 0
+
+
+def test_a_memory_like_every_other_ranks_below_a_specific_one(memory, clock):
+    """Small talk is close to every question, so its cosine tells little: "Good luck, I'm rooting for you!"
+    is nearer "Any updates?" (0.21) than the one real update is (0.18), but it is also the nearer of the two
+    to the centre of all the user's memories, and that part of its cosine does not count."""
+    small_talk = ["Thanks so much, your support means a lot to me!", "That's awesome, I'm really happy for you!",
+                  "Wow, that sounds great, keep it up!", "Haha, so true. Have a great weekend!",
+                  "I'm so glad we talked, it really helped.", "Aww, that's so sweet of you to say!",
+                  "Congrats! You must be so proud.", "Good luck, I'm rooting for you!"]
+    facts = ["Painting landscapes makes me happy; it calms me down.",
+             "I adopted a rescue greyhound called Pepper last spring.",
+             "My sister is getting married in Lisbon in June.", "I started a pottery class on Tuesday evenings.",
+             "Running by the river helps me clear my head.", "I'm saving up for a trip to Japan next year."]
+    for text in small_talk + facts:
+        memory.store(text)
+        clock.advance(days=1)  # no episodes: each memory stands on its own
+    found = memory.recall("Any updates?", top_k=2)["memories"]
+    assert found[0]["content"] == "I adopted a rescue greyhound called Pepper last spring."
+    assert found[1]["content"] == "Good luck, I'm rooting for you!"
+    assert found[0]["similarity"] < found[1]["similarity"]

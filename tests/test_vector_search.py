@@ -180,3 +180,27 @@ def test_the_sketch_stage_returns_exactly_the_n_nearest_sketches_ties_included(m
         left_out = set(distance) - set(found)
         assert max(distance[m] for m in found) <= min(distance[m] for m in left_out)
     assert sorted(sketches.nearest(query, 3000)) == sorted(distance)  # a pool as big as the scope: all
+
+
+def sign_centre(memory, scope="ada"):
+    """The centre recall discounts, computed afresh from every active vector in SQLite."""
+    rows = memory.db.execute("SELECT embedding FROM memory_vectors WHERE scope = ? AND active = 1", (scope,))
+    signs = np.sign(np.stack([np.frombuffer(blob, dtype=np.float32) for blob, in rows])).sum(axis=0)
+    return signs / np.linalg.norm(signs)
+
+
+def test_the_centre_of_a_scope_follows_stores_updates_forgets_and_supersedes(db_path, clock, embedder):
+    """Recall discounts memories close to the centre of everything, kept in RAM from the sketches: it must
+    stay exact through every change another connection makes, and through a reload."""
+    with YourMemory(db_path, user="ada", clock=clock, embedder=embedder) as writer, \
+            YourMemory(db_path, user="ada", clock=clock, embedder=embedder) as reader:
+        ids = store_all(writer, FACTS[:8])
+        reader.load_vector_index()
+        assert reader.vectors.centre(["ada"]) == pytest.approx(sign_centre(writer), abs=1e-6)
+        writer.store(FACTS[12])
+        writer.update(ids[0], "The office coffee machine takes oat milk only")
+        writer.forget(ids[5])
+        assert writer.store("Our frontend is now built with SolidStart instead of Svelte")["action"] == "supersede"
+        reader.vectors.refresh(reader.db)
+        assert reader.vectors.centre(["ada"]) == pytest.approx(sign_centre(writer), abs=1e-6)
+        assert reader.vectors.centre(["nobody"]) is None and reader.vectors.centre([]) is None
