@@ -212,6 +212,35 @@ def typical_discounted(c, b, s, *, vectors, asks, penalty, centre="signs", **kw)
                               discount=0.5, answer_share=0.4)
 
 
+def diverse_by_meaning(c, b, s, *, vectors, asks, penalty, **kw):
+    """Maximal marginal relevance over the typicality-discounted scores: the 20 results are picked one by one
+    from the best 60, each losing ``penalty`` times its highest cosine to a turn already picked."""
+    scores = typical_discounted(c, b, s, vectors=vectors, asks=asks, penalty=0.2)
+    pool = np.argsort(-scores)[:60]
+    similar, picked, closest = vectors[pool] @ vectors[pool].T, [], np.zeros(len(pool))
+    for _ in range(20):
+        adjusted = scores[pool] - penalty * closest
+        adjusted[picked] = -np.inf
+        best = int(np.argmax(adjusted))
+        picked.append(best)
+        closest = np.maximum(closest, similar[best])
+    ranked = np.full(len(c), -np.inf)
+    ranked[pool[picked]] = -np.arange(len(picked), dtype=float)
+    return ranked
+
+
+def session_prior(c, b, s, *, vectors, asks, share, best, **kw):
+    """The typicality-discounted scores plus ``share`` times the mean of the ``best`` scores of the turn's
+    session: a session about the question lifts all its turns."""
+    scores = typical_discounted(c, b, s, vectors=vectors, asks=asks, penalty=0.2)
+    sessions = np.asarray(s)
+    lifted = scores.copy()
+    for session in np.unique(sessions):
+        inside = sessions == session
+        lifted[inside] += share * np.sort(scores[inside])[::-1][:best].mean()
+    return lifted
+
+
 VARIANTS = {
     "cosine": lambda c, b, s, **_: c,
     "bm25": lambda c, b, s, **_: b,
@@ -260,6 +289,12 @@ for penalty in (0.1, 0.2, 0.3, 0.4):
     VARIANTS[f"typical {penalty:g} signs"] = functools.partial(typical_discounted, penalty=penalty)
 for penalty, centre in [(0.2, "mean"), (0.3, "mean"), (0.4, "neighbours"), (0.6, "neighbours")]:
     VARIANTS[f"typical {penalty:g} {centre}"] = functools.partial(typical_discounted, penalty=penalty, centre=centre)
+
+for penalty in (0.02, 0.05, 0.1):
+    VARIANTS[f"typical 0.2 + diversity {penalty:g}"] = functools.partial(diverse_by_meaning, penalty=penalty)
+for share, best in [(0.1, 1), (0.1, 3), (0.2, 3)]:
+    VARIANTS[f"typical 0.2 + session prior {share:g} best {best}"] = functools.partial(session_prior, share=share,
+                                                                                     best=best)
 
 
 def evaluate(samples, embedder, variants) -> dict[str, dict[int, float]]:
