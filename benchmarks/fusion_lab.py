@@ -241,6 +241,26 @@ def session_prior(c, b, s, *, vectors, asks, share, best, **kw):
     return lifted
 
 
+def expanded_query(c, b, s, *, vectors, asks, conversation, terms, count, weight, by_idf=True, **kw):
+    """Query expansion from pseudo-relevant results (RM3-like): the ``count`` terms of the 5 best turns
+    that weigh most (term frequency x idf, terms with idf > 1; or, without idf, the terms most of the 5 share,
+    stopwords left out) join the query's BM25 at ``weight``; scored as ``typical 0.2 signs``."""
+    scores = typical_discounted(c, b, s, vectors=vectors, asks=asks, penalty=0.2)
+    documents, weights = len(conversation.terms), Counter()
+    for i in np.argsort(-scores)[:5]:
+        for term, frequency in conversation.terms[i].items():
+            df = conversation.document_frequency[term]
+            idf = math.log((documents - df + 0.5) / (df + 0.5))
+            if term in terms or (idf <= 1.0 if by_idf else term in _STOP_TERMS):
+                continue
+            weights[term] += frequency * idf if by_idf else 1 + 0.01 * frequency
+    extra = [term for term, _ in weights.most_common(count)]
+    return typical_discounted(c, b + weight * conversation.bm25(extra), s, vectors=vectors, asks=asks, penalty=0.2)
+
+
+_STOP_TERMS = set(yourmemory.fts_terms(yourmemory.connect(":memory:"), " ".join(sorted(yourmemory.STOPWORDS))))
+
+
 VARIANTS = {
     "cosine": lambda c, b, s, **_: c,
     "bm25": lambda c, b, s, **_: b,
@@ -296,6 +316,12 @@ for share, best in [(0.1, 1), (0.1, 3), (0.2, 3)]:
     VARIANTS[f"typical 0.2 + session prior {share:g} best {best}"] = functools.partial(session_prior, share=share,
                                                                                      best=best)
 
+for count, weight in [(5, 0.2), (10, 0.2), (20, 0.1)]:
+    VARIANTS[f"typical 0.2 + expansion {count} terms {weight:g}"] = functools.partial(
+        expanded_query, count=count, weight=weight)
+    VARIANTS[f"typical 0.2 + expansion {count} terms {weight:g} without idf"] = functools.partial(
+        expanded_query, count=count, weight=weight, by_idf=False)
+
 
 def evaluate(samples, embedder, variants) -> dict[str, dict[int, float]]:
     conn = yourmemory.connect(":memory:")
@@ -313,7 +339,8 @@ def evaluate(samples, embedder, variants) -> dict[str, dict[int, float]]:
             for name, score in variants.items():
                 scores = score(cosine, bm25, conversation.sessions, vectors=conversation.vectors, query=query,
                                rescored=lambda k1, b: conversation.bm25(terms, k1, b), question=q["question"],
-                               texts=conversation.texts, asks=conversation.asks, embed=embedder.embed_one)
+                               texts=conversation.texts, asks=conversation.asks, embed=embedder.embed_one,
+                               conversation=conversation, terms=terms)
                 ranked = [conversation.ids[i] for i in np.argsort(-scores)[:20]]
                 for k in (5, 10, 20):
                     totals[name][k] += len(targets & set(ranked[:k])) / len(targets)
