@@ -2227,7 +2227,8 @@ class YourMemory:
 
     def _round_one(self, query: str, vector, caller: Caller, limit: int, now: float) -> dict[int, dict]:
         """Vector and BM25 candidates and the memories stored next to them, each scored on both
-        signals, less a part for what it asks, plus a share of the best relevance in its episode."""
+        signals (the cosine less a part for resembling every memory), less a part for what it asks,
+        plus a share of the best relevance in its episode."""
         found: dict[int, dict] = {}
         for memory_id, similarity, _ in self._nearest(vector, caller.read_scopes(), limit):
             found[memory_id] = {"id": memory_id, "similarity": similarity}
