@@ -10,10 +10,11 @@
 
 Cases: benchmarks/stale_cases.json, hand-written; benchmarks/stale_cases_holdout.json,
 stale_cases_holdout2.json, stale_cases_holdout3.json, stale_cases_holdout4.json and
-stale_cases_holdout5.json, 100 more chains each, written later by someone who had not seen the detection rules or the other files (each once
-the one before had been read or run often during tuning: run the newest, do not read its records).
-A chain states one fact 2-4 times (a preference, a version, where someone lives, an employer, a
-tool, a project decision...); the last value is current. Chains are packed, families together, into groups of about
+stale_cases_holdout5.json, 100 more chains each, written later by someone who had not seen the
+detection rules or the other files (each once the one before had been read or run often during
+tuning: run the newest, do not read its records). A chain states one fact 2-4 times (a preference,
+a version, where someone lives, an employer, a tool, a project decision...); the last value is
+current. Chains are packed, families together, into groups of about
 --group-size chains; each group gets a fresh database. Its chains' values (in order), the
 chains' compatible statements (same topic, no contradiction) and --distractors unrelated
 memories are interleaved at random (seeded) times and stored one by one through ``store``
