@@ -192,6 +192,8 @@ def test_an_answer_outranks_the_question_it_answers(memory, clock):
 @pytest.mark.parametrize("old, new, query", [
     ("Lena drives a Volvo estate", "Lena drives an electric Kia", "What car does Lena drive?"),
     ("Eli lives in Chicago", "Eli is in Portland these days", "Where does Eli live?"),
+    # Only at cosine 0.49, but it says the fact changed ("sold", "now").
+    ("Hugo drives a red Fiat Panda.", "Hugo sold his car and now cycles everywhere.", "What car does Hugo drive?"),
 ])
 def test_a_newer_value_of_the_same_subject_is_recalled_first(memory, clock, old, new, query):
     """Related but not similar enough to supersede: both stay, and the newer one comes first."""
@@ -279,6 +281,9 @@ def test_a_newer_fact_saying_nearly_the_same_is_recalled_first(memory, clock):
     # The same subject, another value, but only at cosine 0.49: another fact about Acme.
     ("Acme moved its headquarters to New York.", "Acme has a satellite office in Dublin.",
      "Where is Acme headquartered?"),
+    # The same subject at cosine 0.56, but nothing says the fact changed: another fact about Mira.
+    ("Mira has switched to Helix for all her coding.", "Mira likes a dark colour theme when she codes.",
+     "Which editor does Mira use?"),
 ])
 def test_an_older_memory_keeps_its_place_above_a_newer_one_that_is_no_newer_value(memory, clock, old, new, query):
     first = memory.store(old)
