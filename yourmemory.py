@@ -1348,7 +1348,9 @@ def _new_value_of_same_fact(old_doc, new_doc, *, same_subject: bool) -> bool:
         return False  # "Priya's parents live in Chennai" is not where Priya lives
     if old_subject and new_subject and old_subject not in new_words and new_subject not in old_words:
         return False  # "the worker moved to Python 3.11" says nothing about the api service
-    if old_subject == new_subject and _rival_marks(subject_marks(old_doc), subject_marks(new_doc)):
+    subject = old_subject or new_subject
+    if (subject and {old_subject, new_subject} <= {subject, None}
+            and _rival_marks(subject_marks(old_doc, subject), subject_marks(new_doc, subject))):
         return False  # "the Q4 budget" is not "the Q3 budget"; "bug #4313" is not "bug #4312"
     old_values, new_values = value_words(old_doc) - new_words, value_words(new_doc) - old_words
     if not same_subject and not old_values and new_values:
@@ -1492,26 +1494,40 @@ def owner(doc) -> str | None:
 
 def subject_head(doc) -> str | None:
     """The lemma of the first sentence's subject noun ("worker" in "The worker moved to 3.11")."""
+    token = _subject(doc)
+    return token.lemma_.lower() if token is not None and token.pos_ in ("NOUN", "PROPN") else None
+
+
+def _subject(doc):
+    """The first sentence's subject token, if the parse found one."""
     for token in next(iter(doc.sents), []):
         if token.dep_ in ("nsubj", "nsubjpass"):
-            return token.lemma_.lower() if token.pos_ in ("NOUN", "PROPN") else None
+            return token
     return None
 
 
-def subject_marks(doc) -> set[str]:
-    """What tells one subject from another of its kind: "q3" in "the Q3 budget", "api" in "the API server"."""
-    for token in next(iter(doc.sents), []):
-        if token.dep_ in ("nsubj", "nsubjpass"):
-            return _marks(token)
-    return set()
+def subject_marks(doc, lemma: str) -> set[str]:
+    """What tells the subject ``lemma`` from another of its kind: "q3" in "the Q3 budget", "api" in "the API
+    server", "osaka" in "the flight to Osaka". Where the parse took the whole sentence for a noun phrase
+    ("The flight to Tokyo leaves at 7am": the small model reads "leaves" as a noun), the marks of the first
+    noun with that lemma; a sentence with a verb but another subject ("We moved CI to ...") has none."""
+    token = _subject(doc)
+    sentence = next(iter(doc.sents), None)
+    if token is None and sentence is not None and sentence.root.pos_ in ("NOUN", "PROPN"):
+        token = next((t for t in sentence if t.pos_ in ("NOUN", "PROPN") and t.lemma_.lower() == lemma), None)
+    return _marks(token) if token is not None and token.lemma_.lower() == lemma else set()
 
 
 def _marks(token) -> set[str]:
-    """A noun's marks and theirs: "the grant application deadline" is marked "application" and "grant"."""
+    """A noun's marks and theirs: "the grant application deadline" is marked "application" and "grant",
+    "the meeting on Monday" "monday"."""
     marks = set()
     for child in token.children:
         if child.dep_ in ("compound", "nummod", "npadvmod") or child.pos_ in ("PROPN", "NUM"):
             marks |= {child.lower_} | _marks(child)
+        elif child.dep_ == "prep":  # "the flight to Osaka", "the office in Leeds"
+            marks |= {grandchild.lower_ for grandchild in child.children if grandchild.dep_ == "pobj"} | {
+                mark for grandchild in child.children if grandchild.dep_ == "pobj" for mark in _marks(grandchild)}
     return marks
 
 

@@ -226,6 +226,10 @@ def test_a_routine_another_relation_or_a_change_of_something_unmentioned_superse
     ("The user loves hiking", "The user loves painting"),
     ("The user prefers tabs for indentation", "The user does not prefer tabs for indentation anymore"),
     ("We use React for the frontend", "We use Postgres for the database"),
+    # Subjects told apart by a prepositional phrase ("leaves" is a change verb; the small model even misreads
+    # the first sentence as a noun phrase).
+    ("The flight to Tokyo leaves at 7am", "The flight to Osaka leaves at 9pm"),
+    ("The meeting on Monday is at 10am", "The meeting on Friday is at 3pm"),
 ])
 def test_different_facts_are_neither_merged_nor_superseded(memory, old, new):
     memory.store(old)
