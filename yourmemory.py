@@ -226,6 +226,8 @@ def default_db_path() -> Path:
 def default_user() -> str:
     """The memory namespace: $YOURMEMORY_USER, else the OS login, lower-cased."""
     user = os.environ.get("YOURMEMORY_USER")
+    if user is not None and user and not user.strip():
+        raise InvalidInput("YOURMEMORY_USER", "must not be blank (unset it to use your login name)")
     if not user:
         try:
             user = getpass.getuser()
@@ -248,8 +250,9 @@ def decay_interval() -> float:
         seconds = float(configured)
     except ValueError:
         raise InvalidInput("YOURMEMORY_DECAY_INTERVAL", f"must be a number of seconds, got {configured!r}") from None
-    if not seconds > 0:
-        raise InvalidInput("YOURMEMORY_DECAY_INTERVAL", f"must be above 0 seconds, got {configured!r}")
+    if not 0 < seconds <= 366 * 86400:  # a timer cannot wait for ever (inf overflowed it)
+        raise InvalidInput("YOURMEMORY_DECAY_INTERVAL", f"must be above 0 seconds and at most a year, "
+                                                         f"got {configured!r}")
     return seconds
 
 
@@ -595,7 +598,12 @@ def connect(path: str | Path):
 def _connect(path: str | Path):
     read_only = database_is_read_only(path)
     if str(path) != ":memory:" and not read_only:
-        Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        folder = Path(path).expanduser().parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise StorageError(f"cannot create the folder {folder} for the database {path}: "
+                               f"{error.strerror or error}") from None
     conn = open_raw(path, read_only=read_only)
     try:
         refuse_newer_schema(conn)  # before anything that could write, such as switching the journal mode
@@ -808,6 +816,10 @@ def check_database(conn) -> dict:
                  for (memory_id,) in conn.execute(ORPHAN_GRAPH_MEMORIES_SQL)]
     problems += [f"observation {observation_id} has no memory (it cannot be searched)"
                  for (observation_id,) in conn.execute("SELECT id FROM observations WHERE memory_id IS NULL")]
+    problems += [f"memory {memory_id} is superseded by a memory that no longer exists (forgotten by an earlier "
+                 f"version); `yourmemory restore {memory_id}` makes it active again"
+                 for (memory_id,) in conn.execute(
+                     "SELECT id FROM memories WHERE status = 'superseded' AND superseded_by IS NULL")]
     problems += [f"BM25 counts for {user!r} ({visibility}{' of ' + agent if agent else ''}) say {said}, "
                  f"the memories table {actual}"
                  for user, visibility, agent, said, actual in conn.execute(MISCOUNTED_SQL)]
@@ -867,10 +879,9 @@ def backup_database(conn, target: str | Path, *, check: bool = True) -> Path:
     The copy is written beside the target, checked (unless ``check=False``: saving a damaged
     database as it is), and only then renamed into place.
     """
-    target = Path(target).expanduser().absolute()
+    target = _output_path(target, "path")
     if target.exists():
         raise InvalidInput("path", f"{target} already exists; backups never overwrite a file")
-    target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".partial")
     partial.unlink(missing_ok=True)
     copy = open_raw(partial)
@@ -1960,9 +1971,7 @@ class YourMemory:
         content = _check_text(content, "content", MAX_CONTENT_CHARS)
         importance = _check_importance(importance)
         category, inferred = _check_category(category, content)
-        if is_pure_question(content):
-            raise InvalidInput("content", "this is a question, not something to remember; "
-                                          "store the answer or the fact instead, and use recall_memory to ask")
+        _check_not_a_question(content, "content")
         vector = self.embedder.embed_one(content)
         doc = parse(content)
         new = {"content": content, "importance": importance, "category": category, "visibility": visibility,
@@ -2442,6 +2451,7 @@ class YourMemory:
         caller = self._caller(user_id, api_key)
         memory_id = _check_id(memory_id)
         new_content = _check_text(new_content, "new_content", MAX_CONTENT_CHARS)
+        _check_not_a_question(new_content, "new_content")
         if importance is not None:
             importance = _check_importance(importance)
         vector = self.embedder.embed_one(new_content)
@@ -2478,17 +2488,44 @@ class YourMemory:
                 "message": f"Updated memory {memory_id}; the previous text is kept in its history."}
 
     def forget(self, memory_id: int, *, user_id: str | None = None, api_key: str | None = None) -> dict:
-        """Delete a memory for good, with its vector, index entry, edges and history."""
+        """Delete a memory for good, with its vector, index entry, edges and history.
+
+        What it had superseded is not lost with it: those memories pass to the memory that superseded
+        it, if any, or become active again, the last known value (``restored`` lists them).
+        """
         caller = self._caller(user_id, api_key)
         memory_id = _check_id(memory_id)
         with self._lock, transaction(self.db):
             row = self._require(memory_id, caller, write=True)
-            self._audit(caller, "forget", memory_id, self.clock())
-            self.db.execute("UPDATE memories SET superseded_by = NULL WHERE superseded_by = ?", (memory_id,))
+            now = self.clock()
+            self._audit(caller, "forget", memory_id, now)
+            restored = self._hand_on_superseded(memory_id, row, caller, now)
             self.db.execute("DELETE FROM memory_vectors WHERE memory_id = ?", (memory_id,))
             self.db.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
-        return {"action": "forget", "id": memory_id, "content": row["content"],
-                "message": f"Forgot memory {memory_id}."}
+        message = f"Forgot memory {memory_id}." + (
+            f" What it had superseded is active again: memory {', '.join(map(str, restored))}." if restored else "")
+        return {"action": "forget", "id": memory_id, "content": row["content"], "restored": restored,
+                "message": message}
+
+    def _hand_on_superseded(self, memory_id: int, row: dict, caller: Caller, now: float) -> list[int]:
+        """Before ``memory_id`` goes: the memories it superseded pass to its own successor, or, if it had
+        none, are active again. Returns the ids made active."""
+        if row["status"] == "superseded" and row["superseded_by"] is not None:
+            self.db.execute("UPDATE memories SET superseded_by = ? WHERE superseded_by = ?",
+                            (row["superseded_by"], memory_id))
+            return []
+        replaced = [r[0] for r in self.db.execute(
+            "SELECT id FROM memories WHERE superseded_by = ? AND status = 'superseded' ORDER BY id", (memory_id,))]
+        self.db.execute("UPDATE memories SET superseded_by = NULL WHERE superseded_by = ?", (memory_id,))
+        for old_id in replaced:
+            self.db.execute("""UPDATE memories SET status = 'active', last_accessed_at = ?, updated_at = ?
+                               WHERE id = ?""", (now, now, old_id))
+            self.db.execute("UPDATE memory_vectors SET active = 1 WHERE memory_id = ?", (old_id,))
+            self.db.execute("""INSERT INTO memory_history (memory_id, content, importance, reason, changed_at)
+                               SELECT id, content, importance, 'restored', ? FROM memories WHERE id = ?""",
+                            (now, old_id))
+            self._audit(caller, "restore", old_id, now, f"memory {memory_id}, which superseded it, was forgotten")
+        return replaced
 
     def get(self, memory_id: int, *, user_id: str | None = None, api_key: str | None = None) -> dict:
         """One memory with its status and history, whatever its status."""
@@ -2558,21 +2595,32 @@ class YourMemory:
         return report
 
     def _purge(self, pruned_before: float) -> int:
-        doomed = "SELECT id FROM memories WHERE status = 'pruned' AND pruned_at < ?"
+        """Delete the memories pruned before ``pruned_before``, and the older values they had superseded
+        (their history: with the memory that replaced them gone, nothing could reach them again)."""
+        doomed = [row[0] for row in self.db.execute(
+            """WITH RECURSIVE doomed(id) AS (
+                   SELECT id FROM memories WHERE status = 'pruned' AND pruned_at < ?
+                   UNION
+                   SELECT m.id FROM doomed JOIN memories AS m ON m.superseded_by = doomed.id
+                   WHERE m.status = 'superseded')
+               SELECT id FROM doomed""", (pruned_before,))]
+        ids = json.dumps(doomed)
         # A faded knowledge-graph observation ($YOURMEMORY_GRAPH_DECAY=1) goes with its memory.
-        self.db.execute(f"DELETE FROM observations WHERE memory_id IN ({doomed})", (pruned_before,))
-        self.db.execute(f"UPDATE memories SET superseded_by = NULL WHERE superseded_by IN ({doomed})", (pruned_before,))
-        self.db.execute(f"DELETE FROM memory_vectors WHERE memory_id IN ({doomed})", (pruned_before,))
-        return self.db.execute("DELETE FROM memories WHERE status = 'pruned' AND pruned_at < ?",
-                               (pruned_before,)).rowcount
+        self.db.execute("DELETE FROM observations WHERE memory_id IN (SELECT value FROM json_each(?))", (ids,))
+        self.db.execute("UPDATE memories SET superseded_by = NULL WHERE superseded_by IN (SELECT value FROM json_each(?))",
+                        (ids,))
+        self.db.execute("DELETE FROM memory_vectors WHERE memory_id IN (SELECT value FROM json_each(?))", (ids,))
+        return self.db.execute("DELETE FROM memories WHERE id IN (SELECT value FROM json_each(?))", (ids,)).rowcount
 
     def restore(self, memory_id: int, *, user_id: str | None = None, api_key: str | None = None) -> dict:
-        """Bring a pruned memory back; its decay clock starts again from now."""
+        """Bring a pruned memory back; its decay clock starts again from now. (Also a superseded memory
+        whose successor is gone, which ``doctor`` reports.)"""
         caller = self._caller(user_id, api_key)
         memory_id = _check_id(memory_id)
         with self._lock, transaction(self.db):
             row = self._require(memory_id, caller, write=True)
-            if row["status"] != "pruned":
+            orphan = row["status"] == "superseded" and row["superseded_by"] is None
+            if row["status"] != "pruned" and not orphan:
                 raise InvalidInput("memory_id", f"memory {memory_id} is {row['status']}, not pruned")
             now = self.clock()
             self.db.execute("""UPDATE memories SET status = 'active', pruned_at = NULL, last_accessed_at = ?,
@@ -2638,8 +2686,10 @@ class YourMemory:
         importance = _check_importance(record.get("importance", 0.5))
         category, _ = _check_category(record.get("category"), content)
         recalls = record.get("recall_count", 0)
-        if isinstance(recalls, bool) or not isinstance(recalls, int) or recalls < 0:
+        if isinstance(recalls, bool) or not isinstance(recalls, int) or not 0 <= recalls <= 2**63 - 1:
             raise InvalidInput("recall_count", "must be a non-negative integer")
+        times = {field: _check_time(record.get(field), field, self.clock())
+                 for field in ("created_at", "updated_at", "last_accessed_at")}
         vector = self.embedder.embed_one(content)
         doc = parse(content)
         with self._lock, transaction(self.db):
@@ -2654,12 +2704,11 @@ class YourMemory:
             new = {"content": content, "importance": importance, "category": category, "visibility": "shared",
                    "predicate": main_predicate(doc), "parse": parse_record(doc)}
             memory_id = self._insert(new, caller, vector, now, neighbours)
-            created = _parse_time(record.get("created_at")) or now
+            created = times["created_at"] or now
             self.db.execute(
                 """UPDATE memories SET recall_count = ?, created_at = ?, updated_at = ?, last_accessed_at = ?
                    WHERE id = ?""",
-                (recalls, created, _parse_time(record.get("updated_at")) or created,
-                 _parse_time(record.get("last_accessed_at")) or created, memory_id))
+                (recalls, created, times["updated_at"] or created, times["last_accessed_at"] or created, memory_id))
         return 1
 
     # -- callers: agents, keys, audit ----------------------------------------------
@@ -2770,7 +2819,7 @@ class YourMemory:
         user = self.user if user_id is None else _check_user(user_id, "user_id")
         if memory_id is not None:
             memory_id = _check_id(memory_id)
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 2**63 - 1:
             raise InvalidInput("limit", "must be a positive integer")
         with self._lock:
             rows = self.db.execute(
@@ -2834,11 +2883,36 @@ def _check_text(value: Any, field: str, limit: int) -> str:
     return value.strip()
 
 
+def _check_time(value: Any, field: str, now: float) -> float | None:
+    """Unix seconds from an exported ISO 8601 time ("2026-01-31T09:00:00+00:00"); None when absent.
+    A time before 1970 or after tomorrow would break decay (a memory from year 9999 never fades)."""
+    if value is None:
+        return None
+    example = "an ISO 8601 time such as 2026-01-31T09:00:00Z"
+    if not isinstance(value, str):
+        raise InvalidInput(field, f"must be {example}, not {type(value).__name__}")
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        seconds = (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
+    except (ValueError, OverflowError):
+        raise InvalidInput(field, f"must be {example}, not {value!r}") from None
+    if not 0 <= seconds <= now + DAY:
+        raise InvalidInput(field, f"must lie between 1970 and now, not {value}")
+    return seconds
+
+
+def _check_not_a_question(text: str, field: str) -> None:
+    if is_pure_question(text):
+        raise InvalidInput(field, "this is a question, not something to remember; "
+                                  "store the answer or the fact instead, and use recall_memory to ask")
+
+
 def _check_importance(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidInput("importance", f"must be a number between 0 and 1, not {type(value).__name__}")
-    if not (0.0 <= float(value) <= 1.0):  # also rejects NaN
-        raise InvalidInput("importance", f"must be between 0 and 1, not {value}")
+    if not 0 <= value <= 1:  # also rejects NaN; compared as given, so 10**400 cannot overflow a float
+        shown = repr(value) if len(repr(value)) <= 24 else repr(value)[:20] + "..."
+        raise InvalidInput("importance", f"must be between 0 and 1, not {shown}")
     return float(value)
 
 
@@ -3530,8 +3604,17 @@ def _import_targets(paths: Iterable[str | Path]) -> list[Path]:
 def _read_jsonl(path: Path) -> tuple[list[tuple[int, dict]], list[str], int]:
     """(line number, record) pairs, problems with line numbers, and how many unknown records were skipped."""
     records, problems, skipped = [], [], 0
-    text = path.read_text(encoding="utf-8", errors="replace")
-    for number, line in enumerate(text.splitlines(), start=1):
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise InvalidInput("path", f"cannot read {path}: {error.strerror or error}") from None
+    for number, raw in enumerate(data.splitlines(), start=1):
+        try:  # line by line: one line in another encoding must not garble or stop the rest
+            line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+        except UnicodeDecodeError as error:
+            problems.append(f"{path.name}:{number}: not UTF-8 (byte 0x{raw[error.start]:02X} at column "
+                            f"{error.start + 1}); save the file as UTF-8")
+            continue
         if not line.strip():
             continue
         try:
@@ -3677,6 +3760,7 @@ def build_server(memory: YourMemory):
         action: Literal["forget"]
         id: int
         content: str
+        restored: list[int]
         message: str
 
     Content = Annotated[str, Field(min_length=1, max_length=MAX_CONTENT_CHARS,
@@ -3700,7 +3784,7 @@ def build_server(memory: YourMemory):
             raise ToolError(describe_database_error(error, memory.path)) from None
 
     @server.tool(title="Store a memory", annotations=ToolAnnotations(
-        readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False))
+        readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False))
     def store_memory(
         content: Content,
         importance: Importance = 0.5,
@@ -3733,7 +3817,7 @@ def build_server(memory: YourMemory):
         return call(memory.recall, query, top_k, user_id=user_id, api_key=api_key)
 
     @server.tool(title="Update a memory", annotations=ToolAnnotations(
-        readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False))
+        readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False))
     def update_memory(
         memory_id: MemoryId,
         new_content: Annotated[str, Field(min_length=1, max_length=MAX_CONTENT_CHARS,
@@ -3749,7 +3833,8 @@ def build_server(memory: YourMemory):
     @server.tool(title="Forget a memory", annotations=ToolAnnotations(
         readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False))
     def forget_memory(memory_id: MemoryId, user_id: UserId = None, api_key: ApiKey = None) -> ForgetResult:
-        """Delete a wrong memory for good, with its history and links."""
+        """Delete a wrong memory for good, with its history and links. Older memories it had superseded
+        become active again (listed in `restored`): the last value known before it."""
         return call(memory.forget, memory_id, user_id=user_id, api_key=api_key)
 
     add_knowledge_graph_tools(server, memory, call, UserId, ApiKey)
@@ -4342,10 +4427,20 @@ def server_command() -> list[str]:
 
 
 def client_configs() -> dict[str, Any]:
+    """How each client launches this server with the settings in force here: a database or user chosen
+    by --db / --user / $YOURMEMORY_DB / $YOURMEMORY_HOME / $YOURMEMORY_USER goes on its command line,
+    $YOURMEMORY_MODEL_DIR into its environment, so the client's server finds what setup installed."""
     command, *args = server_command()
-    entry = {"command": command, "args": args}
+    if os.environ.get("YOURMEMORY_DB") or os.environ.get("YOURMEMORY_HOME"):
+        args += ["--db", str(default_db_path().absolute())]
+    if os.environ.get("YOURMEMORY_USER"):
+        args += ["--user", default_user()]
+    env = {"YOURMEMORY_MODEL_DIR": str(model_dir().absolute())} if os.environ.get("YOURMEMORY_MODEL_DIR") else {}
+    entry = {"command": command, "args": args, **({"env": env} if env else {})}
+    claude_env = "".join(f"-e {_shell_quote(f'{name}={value}')} " for name, value in env.items())
     return {
-        "Claude Code": "claude mcp add yourmemory -- " + " ".join(_shell_quote(p) for p in [command, *args]),
+        "Claude Code": f"claude mcp add yourmemory {claude_env}-- "
+                       + " ".join(_shell_quote(p) for p in [command, *args]),
         "Claude Desktop (claude_desktop_config.json)": {"mcpServers": {"yourmemory": entry}},
         "Cursor (~/.cursor/mcp.json)": {"mcpServers": {"yourmemory": entry}},
         "Cline (cline_mcp_settings.json)": {
@@ -4418,10 +4513,12 @@ def parse_args(argv: Sequence[str] | None):
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.db:
-        os.environ["YOURMEMORY_DB"] = args.db
-    if args.user:
-        os.environ["YOURMEMORY_USER"] = args.user
+    for option, value, variable in (("--db", args.db, "YOURMEMORY_DB"), ("--user", args.user, "YOURMEMORY_USER")):
+        if value is not None and not value.strip():
+            print(f"yourmemory: error: {option} must not be empty", file=sys.stderr)
+            return 2
+        if value is not None:
+            os.environ[variable] = value
     command = args.command or "serve"
     try:
         if command == "setup":
@@ -4481,6 +4578,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and the like
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as error:  # a file the command reads or writes: one line, not a traceback
+        place = f"{error.filename}: " if error.filename else ""
+        print(f"yourmemory: error: {place}{error.strerror or error}", file=sys.stderr)
+        return 1
 
 
 def run_agent_command(memory: YourMemory, args) -> None:
@@ -4518,11 +4619,31 @@ def write_export(text: str, output: str | None) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    target = Path(output).expanduser()
+    target = _output_path(output, "output")
     partial = target.with_name(target.name + ".partial")
-    partial.write_text(text, encoding="utf-8")
-    partial.replace(target)  # never a half-written export
+    try:
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(target)  # never a half-written export
+    except OSError as error:
+        partial.unlink(missing_ok=True)
+        raise InvalidInput("output", f"cannot write {target}: {error.strerror or error}") from None
     print(f"Wrote {target}", file=sys.stderr)
+
+
+def _output_path(value: Any, field: str) -> Path:
+    """A file to write: a non-empty path, not a folder, in a folder that exists (made if need be) and is writable."""
+    if not isinstance(value, (str, Path)) or not str(value).strip():
+        raise InvalidInput(field, "must be a file path")
+    target = Path(value).expanduser().absolute()
+    if target.is_dir():
+        raise InvalidInput(field, f"{target} is a folder; give a file name in it")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise InvalidInput(field, f"cannot create the folder {target.parent}: {error.strerror or error}") from None
+    if not os.access(target.parent, os.W_OK):
+        raise InvalidInput(field, f"cannot write in {target.parent}: permission denied")
+    return target
 
 
 def format_doctor_report(report: dict) -> str:

@@ -2,6 +2,7 @@
 
 Memories are made through the library with the real model; the CLI (real clock) must then see them.
 """
+import functools
 import json
 import os
 import re
@@ -53,15 +54,20 @@ def config_blocks(stdout: str) -> dict[str, str]:
     return {m.group(1): m.group(2).strip() for m in re.finditer(r"^# ([^\n]+)\n(.*?)(?=^# |\Z)", stdout, re.M | re.S)}
 
 
-def assert_configs_launch(stdout: str, executable: str) -> None:
+def assert_configs_launch(stdout: str, executable: str, args: list[str]) -> None:
+    """Every client's config launches ``executable`` with ``args`` (the database and user in force)."""
     blocks = config_blocks(stdout)
     named = {client: next((text for heading, text in blocks.items() if heading.startswith(client)), None)
              for client in ("Claude Code", "Claude Desktop", "Cursor", "Cline")}
     assert all(named.values()), f"missing client configs in:\n{stdout}"
-    assert named["Claude Code"] == f"claude mcp add yourmemory -- {executable}"
+    model_dir = os.environ.get("YOURMEMORY_MODEL_DIR")  # a model installed elsewhere must be found there too
+    env = {"YOURMEMORY_MODEL_DIR": str(Path(model_dir).expanduser().absolute())} if model_dir else {}
+    assert named["Claude Code"] == " ".join(["claude mcp add yourmemory", *(f"-e {k}={v}" for k, v in env.items()),
+                                             "--", executable, *args])
     for client in ("Claude Desktop", "Cursor", "Cline"):
         entry = json.loads(named[client])["mcpServers"]["yourmemory"]
-        assert entry["command"] == executable and entry["args"] == [], client
+        assert entry["command"] == executable and entry["args"] == args, client
+        assert entry.get("env", {}) == env, client
         assert Path(entry["command"]).is_absolute()
 
 
@@ -90,8 +96,28 @@ def recalled_ids(db, embedder, query: str) -> list[int]:
 
 def test_config_prints_every_client_config_with_the_absolute_executable(cli):
     stdout = ok(cli("config"))
-    assert_configs_launch(stdout, installed_entry_point())
+    assert_configs_launch(stdout, installed_entry_point(), ["--db", str(cli.db), "--user", USER])
     assert not cli.db.exists(), "config should not need or create the database"
+
+
+def test_config_carries_the_database_user_and_model_it_was_given(tmp_path):
+    """Without settings the clients launch the defaults; --db, --user and $YOURMEMORY_MODEL_DIR given to
+    `config` reach the printed configs, so the client's server uses the same database, user and model."""
+    plain = {k: v for k, v in os.environ.items() if not k.startswith("YOURMEMORY_")}
+    run = functools.partial(subprocess.run, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    defaults = config_blocks(ok(run([installed_entry_point(), "config"], env=plain)))
+    entry = json.loads(next(t for h, t in defaults.items() if h.startswith("Cursor")))["mcpServers"]["yourmemory"]
+    assert entry["args"] == [] and "env" not in entry
+
+    db, models = tmp_path / "team memory.db", tmp_path / "models"
+    given = config_blocks(ok(run([installed_entry_point(), "--db", str(db), "--user", "ada", "config"],
+                                 env={**plain, "YOURMEMORY_MODEL_DIR": str(models)})))
+    entry = json.loads(next(t for h, t in given.items() if h.startswith("Cursor")))["mcpServers"]["yourmemory"]
+    assert entry["args"] == ["--db", str(db), "--user", "ada"]
+    assert entry["env"] == {"YOURMEMORY_MODEL_DIR": str(models)}
+    claude = next(t for h, t in given.items() if h.startswith("Claude Code"))
+    assert claude == (f"claude mcp add yourmemory -e YOURMEMORY_MODEL_DIR={models} -- {installed_entry_point()} "
+                      f"--db '{db}' --user ada")
 
 
 def test_stats_counts_active_memories_per_category_with_a_strength_histogram(cli, embedder):
@@ -160,7 +186,7 @@ def test_setup_with_a_cached_model_is_idempotent_and_prints_configs(cli):
         assert re.search(r"^Model:\s+.+ \(cached\)$", stdout, re.M), f"run {attempt}:\n{stdout}"
         assert str(cli.db) in stdout and f"user {USER}, 0 memories" in stdout
         assert "downloading" not in result.stderr and "[1/4]" not in result.stderr
-        assert_configs_launch(stdout, installed_entry_point())
+        assert_configs_launch(stdout, installed_entry_point(), ["--db", str(cli.db), "--user", USER])
     assert cli.db.exists()
     with YourMemory(cli.db, user=USER) as memory:
         assert memory.stats()["memories"]["active"] == 0
@@ -171,3 +197,32 @@ def test_restore_of_an_unknown_id_fails_with_a_clear_message_and_no_traceback(cl
     assert result.returncode != 0
     assert "424242" in result.stderr and result.stderr.startswith("yourmemory: error:"), result.stderr
     assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+@pytest.mark.parametrize("args, says", [
+    (["export", "-o", "{folder}"], "output: {folder} is a folder"),
+    (["export", "-o", "{blocker}/out.jsonl"], "output: cannot create the folder {blocker}"),
+    (["export", "-o", ""], "output: must be a file path"),
+    (["--db", "{blocker}/memory.db", "stats"], "cannot create the folder {blocker} for the database"),
+    (["--db", "", "stats"], "--db must not be empty"),
+    (["--user", "  ", "stats"], "--user must not be empty"),
+    (["audit", "--limit", "99999999999999999999999"], "limit: must be a positive integer"),
+])
+def test_a_file_or_option_problem_is_one_line_naming_it(cli, tmp_path, args, says):
+    folder, blocker = tmp_path / "exports", tmp_path / "blocker"
+    folder.mkdir()
+    blocker.write_text("a file where a folder should be")
+    result = cli(*[a.format(folder=folder, blocker=blocker) for a in args])
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("yourmemory: error: ") and says.format(folder=folder, blocker=blocker) in \
+        result.stderr, result.stderr
+    assert not list(tmp_path.rglob("*.partial"))
+
+
+def test_a_blank_user_in_the_environment_is_refused_not_taken_for_the_default(tmp_path):
+    env = {**os.environ, "YOURMEMORY_DB": str(tmp_path / "memory.db"), "YOURMEMORY_USER": "   ",
+           "YOURMEMORY_HOME": str(tmp_path / "home")}
+    result = subprocess.run([installed_entry_point(), "stats"], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.startswith("yourmemory: error: YOURMEMORY_USER: must not be blank"), result.stderr

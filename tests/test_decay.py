@@ -213,3 +213,32 @@ def test_knowledge_graph_observations_do_not_decay_unless_opted_in(memory, clock
     assert memory.graph.open_nodes(["Ada"])["entities"][0]["observations"] == ["Ada writes Rust"]
     monkeypatch.setenv("YOURMEMORY_GRAPH_DECAY", "1")
     assert observation in memory.prune()["pruned"]
+
+
+def test_purging_a_memory_purges_the_older_values_it_had_superseded(memory, clock):
+    """With the memory that replaced them gone, superseded values could never be reached again: they go
+    with it, and nothing is left superseded by a memory that no longer exists."""
+    old = memory.store("The zeppelin hangar door code is 4411", 0.1, "fact")
+    new = memory.store("The zeppelin hangar door code is 5522", 0.1, "fact")
+    assert new["supersededId"] == old["id"]
+    clock.advance(days=400)
+    assert new["id"] in memory.prune()["pruned"]
+    clock.advance(days=31)
+    assert memory.prune()["purged"] == 2
+    for memory_id in (old["id"], new["id"]):
+        with pytest.raises(NotFound):
+            memory.get(memory_id)
+    assert memory.doctor()["ok"]
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-5", "nan", "inf", "1e400", str(400 * 86400)])
+def test_an_impossible_decay_interval_is_refused_by_name(monkeypatch, value):
+    """An interval the timer cannot wait (inf overflowed it and killed the decay thread) is refused up front."""
+    monkeypatch.setenv("YOURMEMORY_DECAY_INTERVAL", value)
+    with pytest.raises(InvalidInput, match="YOURMEMORY_DECAY_INTERVAL: must be"):
+        yourmemory.decay_interval()
+
+
+def test_a_decay_interval_in_seconds_is_taken(monkeypatch):
+    monkeypatch.setenv("YOURMEMORY_DECAY_INTERVAL", "90.5")
+    assert yourmemory.decay_interval() == 90.5

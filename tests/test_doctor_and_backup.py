@@ -199,3 +199,38 @@ def test_doctor_reports_an_observation_without_its_memory(filled):
     memory.db.execute("PRAGMA foreign_keys = OFF")
     memory.db.execute("UPDATE observations SET memory_id = NULL WHERE id = (SELECT min(id) FROM observations)")
     assert any("has no memory (it cannot be searched)" in problem for problem in memory.doctor()["problems"])
+
+
+def test_doctor_reports_a_value_left_superseded_by_a_memory_that_is_gone_and_restore_brings_it_back(memory):
+    """Earlier versions forgot a memory without handing on what it had superseded."""
+    old = memory.store("The project database is Postgres 15")
+    new = memory.store("The project database is Postgres 16")
+    memory.db.execute("DELETE FROM memory_vectors WHERE memory_id = ?", (new["id"],))  # what forget used to do
+    memory.db.execute("UPDATE memories SET superseded_by = NULL WHERE superseded_by = ?", (new["id"],))
+    memory.db.execute("DELETE FROM memories WHERE id = ?", (new["id"],))
+    report = memory.doctor()
+    assert not report["ok"]
+    assert [p for p in report["problems"] if "no longer exists" in p] == [
+        f"memory {old['id']} is superseded by a memory that no longer exists (forgotten by an earlier version); "
+        f"`yourmemory restore {old['id']}` makes it active again"]
+    assert memory.restore(old["id"])["memory"]["status"] == "active"
+    assert memory.recall("Which database does the project use?", top_k=1)["memories"][0]["id"] == old["id"]
+    assert memory.doctor()["ok"]
+
+
+@pytest.mark.parametrize("target, message", [
+    (None, "path: must be a file path"),
+    ("", "path: must be a file path"),
+])
+def test_a_backup_without_a_file_name_is_refused(memory, target, message):
+    with pytest.raises(InvalidInput, match=message):
+        memory.backup(target)
+
+
+def test_a_backup_into_a_folder_that_cannot_be_made_names_that_folder(memory, tmp_path):
+    """The problem is the target's folder (here a file stands in its way), not the database being copied."""
+    blocker = tmp_path / "backups"
+    blocker.write_text("not a folder")
+    with pytest.raises(InvalidInput, match=f"path: cannot create the folder {blocker}"):
+        memory.backup(blocker / "copy.db")
+    assert not list(tmp_path.glob("backups*.partial"))

@@ -153,3 +153,38 @@ def test_the_cli_imports_and_exports(tmp_path):
     assert (tmp_path / "out.jsonl").read_text(encoding="utf-8").count('"type":"entity"') == 3
     missing = subprocess.run([entry, "import", str(tmp_path / "nope.jsonl")], env=env, capture_output=True, text=True)
     assert missing.returncode == 1 and "path:" in missing.stderr and "Traceback" not in missing.stderr
+
+
+@pytest.mark.parametrize("field, value, why", [
+    ("created_at", "0001-01-01T00:00:00+14:00", "between 1970 and now"),  # made recall and export fail for good
+    ("last_accessed_at", "9999-12-31T00:00:00Z", "between 1970 and now"),  # would never decay
+    ("updated_at", "last Tuesday", "ISO 8601"),
+    ("created_at", 1767225600, "ISO 8601"),
+    ("importance", 10 ** 400, "between 0 and 1"),  # a float would overflow
+    ("importance", float("inf"), "between 0 and 1"),
+    ("recall_count", 10 ** 30, "non-negative integer"),  # SQLite would overflow
+])
+def test_a_memory_line_with_an_impossible_value_is_reported_and_the_rest_imported(tmp_path, store_at, field, value,
+                                                                                why):
+    bad = {"type": "memory", "content": "The build server is in Oslo", field: value}
+    good = {"type": "memory", "content": "The staging server is in Bergen", "created_at": "2026-01-05T09:00:00Z"}
+    source = tmp_path / "memories.jsonl"
+    source.write_text(json.dumps(bad) + "\n" + json.dumps(good) + "\n", encoding="utf-8")
+    memory = store_at("a.db")
+    report = import_files(memory, [source])
+    assert report["memories"] == 1 and len(report["problems"]) == 1
+    assert report["problems"][0].startswith(f"memories.jsonl:1: {field}: ") and why in report["problems"][0]
+    assert [m["content"] for m in memory.recall("Where are the servers?", top_k=5)["memories"]] == \
+        ["The staging server is in Bergen"]
+    assert export_records(memory, "memories").count('"type":"memory"') == 1
+
+
+def test_a_line_that_is_not_utf8_is_reported_and_the_other_lines_are_imported(tmp_path, store_at):
+    source = tmp_path / "memory.jsonl"
+    source.write_bytes('{"type":"entity","name":"Café","entityType":"place","observations":["opens at 8"]}\n'
+                       .encode("latin-1") + b'{"type":"entity","name":"Bakery","entityType":"place",'
+                                            b'"observations":["sells rye bread"]}\n')
+    memory = store_at("a.db")
+    report = import_files(memory, [source])
+    assert report["problems"] == ["memory.jsonl:1: not UTF-8 (byte 0xE9 at column 29); save the file as UTF-8"]
+    assert [e["name"] for e in memory.graph.read_graph()["entities"]] == ["Bakery"]  # nothing garbled ("Caf\ufffd")

@@ -103,6 +103,10 @@ def test_server_lists_exactly_the_four_documented_tools_while_the_model_is_still
             assert schema.get("description"), f"{tool.name}.{name} has no description"
     assert by_name["forget_memory"].annotations.destructive_hint is True
     assert by_name["store_memory"].annotations.destructive_hint is False
+    # A repeated store reinforces (recall_count + 1) and a repeated update adds a history row: a client
+    # must not retry them as if they were idempotent.
+    assert by_name["store_memory"].annotations.idempotent_hint is False
+    assert by_name["update_memory"].annotations.idempotent_hint is False
     assert set(by_name["store_memory"].input_schema["required"]) == {"content"}
     assert set(by_name["update_memory"].input_schema["required"]) == {"memory_id", "new_content"}
     assert set(by_name["recall_memory"].output_schema["properties"]) == {"memoriesFound", "context", "memories"}

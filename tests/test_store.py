@@ -313,3 +313,37 @@ def test_a_forgotten_memorys_id_is_never_given_to_another(memory):
     assert observation and first not in used and second > first
     with pytest.raises(yourmemory.NotFound):
         memory.forget(first)
+
+
+def test_forgetting_a_memory_brings_back_what_it_had_superseded(memory, clock):
+    """Forget the newer value and the older one is the last known again, not hidden for good."""
+    old = memory.store("The project database is Postgres 15")
+    new = memory.store("The project database is Postgres 16")
+    assert new["action"] == "supersede" and new["supersededId"] == old["id"]
+    clock.advance(days=2)
+    forgotten = memory.forget(new["id"])
+    assert forgotten["restored"] == [old["id"]] and "active again" in forgotten["message"]
+    back = memory.get(old["id"])
+    assert back["status"] == "active" and back["superseded_by"] is None
+    assert back["history"][-1]["reason"] == "restored"
+    assert [m["id"] for m in memory.recall("Which database does the project use?", top_k=1)["memories"]] == [old["id"]]
+    assert memory.update(old["id"], "The project database is Postgres 17")["id"] == old["id"]
+    assert memory.audit(memory_id=old["id"], limit=5)[1]["action"] == "restore"
+    assert memory.doctor()["ok"]
+
+
+def test_forgetting_a_memory_in_the_middle_of_a_chain_hands_its_predecessor_on(memory):
+    first = memory.store("The project database is Postgres 14")
+    second = memory.store("The project database is Postgres 15")
+    third = memory.store("The project database is Postgres 16")
+    assert (second["supersededId"], third["supersededId"]) == (first["id"], second["id"])
+    assert memory.forget(second["id"])["restored"] == []
+    kept = memory.get(first["id"])
+    assert kept["status"] == "superseded" and kept["superseded_by"] == third["id"]
+
+
+def test_update_refuses_a_question_as_it_refuses_to_store_one(memory):
+    kept = memory.store("Ada works at Acme")
+    with pytest.raises(InvalidInput, match="new_content: this is a question"):
+        memory.update(kept["id"], "Where does Ada work?")
+    assert memory.get(kept["id"])["content"] == "Ada works at Acme"
