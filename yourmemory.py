@@ -226,7 +226,7 @@ def default_db_path() -> Path:
 def default_user() -> str:
     """The memory namespace: $YOURMEMORY_USER, else the OS login, lower-cased."""
     user = os.environ.get("YOURMEMORY_USER")
-    if user is not None and user and not user.strip():
+    if user and not user.strip():
         raise InvalidInput("YOURMEMORY_USER", "must not be blank (unset it to use your login name)")
     if not user:
         try:
@@ -1537,8 +1537,8 @@ def _marks(token) -> set[str]:
         if child.dep_ in ("compound", "nummod", "npadvmod") or child.pos_ in ("PROPN", "NUM"):
             marks |= {child.lower_} | _marks(child)
         elif child.dep_ == "prep":  # "the flight to Osaka", "the office in Leeds"
-            marks |= {grandchild.lower_ for grandchild in child.children if grandchild.dep_ == "pobj"} | {
-                mark for grandchild in child.children if grandchild.dep_ == "pobj" for mark in _marks(grandchild)}
+            for place in (grandchild for grandchild in child.children if grandchild.dep_ == "pobj"):
+                marks |= {place.lower_} | _marks(place)
     return marks
 
 

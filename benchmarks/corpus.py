@@ -4,7 +4,8 @@
 
 LoCoMo has 5,882 turns; 100,000 memories need more text than that. The corpus is the
 LoCoMo turns ("Speaker: text") followed by sentences from the docstrings of every Python
-file on this interpreter's path (the standard library and the installed packages), each
+file on this interpreter's path (the standard library and the installed packages, but not this
+repository, whose docstrings change with the code), each
 20-300 printable characters, starting with a capital letter, free of code-like characters, in a
 fixed pseudo-random order. Different machines have different packages, so the corpus
 differs between machines; its size and SHA-256 go into the results.
@@ -36,8 +37,10 @@ CODE_LIKE = re.compile(r"[{}<>=`|\\\[\]]|>>>|::")
 
 @functools.lru_cache(maxsize=1)
 def docstring_sentences() -> tuple[str, ...]:
+    repository, environment = Path(__file__).resolve().parents[1], Path(sys.prefix).resolve()
     roots = sorted({Path(p).resolve() for p in sys.path if p and Path(p).is_dir()})
-    files = sorted({f for root in roots for f in root.rglob("*.py")})
+    files = sorted({f for root in roots for f in root.rglob("*.py")  # a virtualenv may live in the checkout
+                    if not f.resolve().is_relative_to(repository) or f.resolve().is_relative_to(environment)})
     progress, found = Progress(len(files), "read docstrings"), set()
     for path in files:
         progress.step()
