@@ -873,6 +873,22 @@ def _vector_problems(conn) -> list[str]:
     return problems
 
 
+def _output_path(value: Any, field: str) -> Path:
+    """A file to write: a non-empty path, not a folder, in a folder that exists (made if need be) and is writable."""
+    if not isinstance(value, (str, Path)) or not str(value).strip():
+        raise InvalidInput(field, "must be a file path")
+    target = Path(value).expanduser().absolute()
+    if target.is_dir():
+        raise InvalidInput(field, f"{target} is a folder; give a file name in it")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise InvalidInput(field, f"cannot create the folder {target.parent}: {error.strerror or error}") from None
+    if not os.access(target.parent, os.W_OK):
+        raise InvalidInput(field, f"cannot write in {target.parent}: permission denied")
+    return target
+
+
 def backup_database(conn, target: str | Path, *, check: bool = True) -> Path:
     """Copy the live database to a new file with SQLite's online backup API (safe while servers write).
 
@@ -2607,8 +2623,8 @@ class YourMemory:
         ids = json.dumps(doomed)
         # A faded knowledge-graph observation ($YOURMEMORY_GRAPH_DECAY=1) goes with its memory.
         self.db.execute("DELETE FROM observations WHERE memory_id IN (SELECT value FROM json_each(?))", (ids,))
-        self.db.execute("UPDATE memories SET superseded_by = NULL WHERE superseded_by IN (SELECT value FROM json_each(?))",
-                        (ids,))
+        self.db.execute("""UPDATE memories SET superseded_by = NULL
+                           WHERE superseded_by IN (SELECT value FROM json_each(?))""", (ids,))
         self.db.execute("DELETE FROM memory_vectors WHERE memory_id IN (SELECT value FROM json_each(?))", (ids,))
         return self.db.execute("DELETE FROM memories WHERE id IN (SELECT value FROM json_each(?))", (ids,)).rowcount
 
@@ -4628,22 +4644,6 @@ def write_export(text: str, output: str | None) -> None:
         partial.unlink(missing_ok=True)
         raise InvalidInput("output", f"cannot write {target}: {error.strerror or error}") from None
     print(f"Wrote {target}", file=sys.stderr)
-
-
-def _output_path(value: Any, field: str) -> Path:
-    """A file to write: a non-empty path, not a folder, in a folder that exists (made if need be) and is writable."""
-    if not isinstance(value, (str, Path)) or not str(value).strip():
-        raise InvalidInput(field, "must be a file path")
-    target = Path(value).expanduser().absolute()
-    if target.is_dir():
-        raise InvalidInput(field, f"{target} is a folder; give a file name in it")
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise InvalidInput(field, f"cannot create the folder {target.parent}: {error.strerror or error}") from None
-    if not os.access(target.parent, os.W_OK):
-        raise InvalidInput(field, f"cannot write in {target.parent}: permission denied")
-    return target
 
 
 def format_doctor_report(report: dict) -> str:
