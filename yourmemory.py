@@ -693,7 +693,7 @@ def database_file(conn) -> str:
 
 def migrate(conn) -> None:
     """Apply the migrations this database has not seen yet, each in its own transaction."""
-    with transaction(conn):
+    with transaction(conn, write=False):  # a read: opening an up-to-date database waits for no writer
         refuse_newer_schema(conn)
         version = conn.execute("PRAGMA user_version").fetchone()[0]
     for number in range(version + 1, SCHEMA_VERSION + 1):
@@ -2425,8 +2425,12 @@ class YourMemory:
         return {row[0]: dict(zip(names, row)) for row in cursor.fetchall()}
 
     @staticmethod
-    def _strength(row: dict, now: float) -> float:
-        return strength(row["importance"], row["category"], row["recall_count"], row["last_accessed_at"], now)
+    def _strength(row: dict, now: float, recalls: int | None = None) -> float:
+        """A memory's strength now; knowledge-graph data keeps full strength unless graph decay is on."""
+        if row["source"] != "memory" and not graph_decays():
+            return 1.0
+        recalls = row["recall_count"] if recalls is None else recalls
+        return strength(row["importance"], row["category"], recalls, row["last_accessed_at"], now)
 
     def _reinforce_recalled(self, ids: list[int], caller: Caller, now: float) -> None:
         """Recalled: +1 recall, clock reset. Their visible neighbours: the decay clock moves part-way to now."""
@@ -2452,7 +2456,7 @@ class YourMemory:
         return {
             "id": row["id"], "content": row["content"], "category": row["category"],
             "importance": row["importance"],
-            "strength": round(strength(row["importance"], row["category"], recalls, now, now), 4),
+            "strength": round(self._strength({**row, "last_accessed_at": now}, now, recalls), 4),
             "similarity": None if candidate["similarity"] is None else round(candidate["similarity"], 4),
             "bm25": round(candidate["bm25"], 4), "score": round(candidate["score"], 4),
             "via": candidate["via"], "recall_count": recalls,
@@ -2575,6 +2579,11 @@ class YourMemory:
         if write and not caller.may_write(row["visibility"]):
             raise InvalidInput("api_key", f"{caller.actor} may not change {row['visibility']} memories")
         if write and row["source"] == "observation":
+            lesson = self.db.execute("""SELECT e.name FROM lessons AS l JOIN entities AS e ON e.id = l.entity_id
+                                        WHERE l.pattern_memory_id = ?""", (memory_id,)).fetchone()
+            if lesson:
+                raise InvalidInput("memory_id", f"memory {memory_id} is the error pattern of lesson {lesson[0]!r}; "
+                                                "delete_entities removes the lesson, create_lesson makes a new one")
             raise InvalidInput("memory_id", f"memory {memory_id} is an observation in the knowledge graph; "
                                             "change it with add_observations / delete_observations")
         return row
@@ -2657,9 +2666,11 @@ class YourMemory:
             by_category = dict(self.db.execute(
                 f"""SELECT category, count(*) FROM memories AS m WHERE m.status = 'active' AND {VISIBLE_TO_CALLER}
                     GROUP BY category""", visible).fetchall())
-            strengths = [row[0] for row in self.db.execute(
-                f"""SELECT ym_strength(importance, category, recall_count, last_accessed_at, :now)
-                    FROM memories AS m WHERE m.status = 'active' AND {VISIBLE_TO_CALLER}""", visible)]
+            strengths = [row[0] for row in self.db.execute(  # graph data that does not decay counts as full
+                f"""SELECT CASE WHEN m.source != 'memory' AND NOT :graph_decays THEN 1.0
+                           ELSE ym_strength(importance, category, recall_count, last_accessed_at, :now) END
+                    FROM memories AS m WHERE m.status = 'active' AND {VISIBLE_TO_CALLER}""",
+                {**visible, "graph_decays": int(graph_decays())})]
             edges = self.db.execute(
                 f"""SELECT count(*) FROM memory_edges AS e JOIN memories AS m ON m.id = e.source_id
                     JOIN memories AS t ON t.id = e.target_id
@@ -3092,9 +3103,10 @@ class KnowledgeGraph:
         with self.memory._lock, transaction(self.db):
             ids = list(self._entity_ids(caller.user, names).values())
             self._forget_memories("SELECT pattern_memory_id FROM lessons WHERE entity_id IN (SELECT value FROM "
-                                  "json_each(?))", json.dumps(ids))
+                                  "json_each(?))", json.dumps(ids), caller)
             self._forget_observations(
-                "SELECT id FROM observations WHERE entity_id IN (SELECT value FROM json_each(?))", json.dumps(ids))
+                "SELECT id FROM observations WHERE entity_id IN (SELECT value FROM json_each(?))", json.dumps(ids),
+                caller)
             self.db.execute("DELETE FROM entities WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),))
         return {"success": True, "message": "Entities deleted successfully"}
 
@@ -3111,7 +3123,7 @@ class KnowledgeGraph:
                 """SELECT o.id FROM observations AS o JOIN json_each(?) AS pair
                    ON o.entity_id = json_extract(pair.value, '$[0]')
                   AND o.content = json_extract(pair.value, '$[1]')""",
-                json.dumps(pairs))
+                json.dumps(pairs), caller)
         return {"success": True, "message": "Observations deleted successfully"}
 
     def delete_relations(self, relations: Any, *, user_id: str | None = None, api_key: str | None = None) -> dict:
@@ -3229,12 +3241,17 @@ class KnowledgeGraph:
         self.memory._audit(caller, "store", memory_id, now, "knowledge graph")
         return memory_id
 
-    def _forget_observations(self, select_ids: str, parameter: str) -> None:
+    def _forget_observations(self, select_ids: str, parameter: str, caller: Caller) -> None:
         """Delete observations chosen by ``select_ids`` together with their memories."""
-        self._forget_memories(f"SELECT memory_id FROM observations WHERE id IN ({select_ids})", parameter)
+        self._forget_memories(f"SELECT memory_id FROM observations WHERE id IN ({select_ids})", parameter, caller)
         self.db.execute(f"DELETE FROM observations WHERE id IN ({select_ids})", (parameter,))
 
-    def _forget_memories(self, select_memory_ids: str, parameter: str) -> None:
+    def _forget_memories(self, select_memory_ids: str, parameter: str, caller: Caller) -> None:
+        """Delete the memories chosen by ``select_memory_ids``, each recorded in the audit log."""
+        now = self.memory.clock()
+        for (memory_id,) in self.db.execute(select_memory_ids, (parameter,)).fetchall():
+            if memory_id is not None:
+                self.memory._audit(caller, "forget", memory_id, now, "knowledge graph")
         self.db.execute(f"DELETE FROM memory_vectors WHERE memory_id IN ({select_memory_ids})", (parameter,))
         self.db.execute(f"DELETE FROM memories WHERE id IN ({select_memory_ids})", (parameter,))
 
@@ -3553,6 +3570,11 @@ def _check_lesson(value: Any) -> dict:
     if "environment" in metadata and not isinstance(metadata["environment"], dict):
         raise InvalidInput("lesson.metadata.environment", "must be an object")
     _check_unicode(metadata, "lesson.metadata")
+    try:  # stored and exported as JSON: a set, an object or NaN would fail there, or write invalid JSON
+        json.dumps(metadata, allow_nan=False)
+    except (TypeError, ValueError):
+        raise InvalidInput("lesson.metadata", "must hold only JSON values (text, numbers, true/false, null, "
+                                              "lists, objects), not NaN or Infinity") from None
     server_set = {"createdAt", "updatedAt", "frequency", "successRate"}
     metadata = {k: v for k, v in metadata.items() if k not in server_set}  # the server sets these
     steps = _check_list(lesson["verificationSteps"], "lesson.verificationSteps")
@@ -4492,6 +4514,7 @@ def parse_args(argv: Sequence[str] | None):
     stats_parser.add_argument("--json", action="store_true", help="machine-readable output")
     restore_parser = commands.add_parser("restore", help="bring back a pruned memory (kept 30 days)")
     restore_parser.add_argument("memory_id", type=int)
+    restore_parser.add_argument("--api-key", help="the key of the agent whose private memory it is")
     agent_parser = commands.add_parser("agent", help="register, revoke and list agents and their API keys")
     agent_commands = agent_parser.add_subparsers(dest="agent_command", metavar="ACTION", required=True)
     register = agent_commands.add_parser("register", help="create an agent and print its API key once")
@@ -4563,7 +4586,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 report = memory.stats()
                 print(json.dumps(report, indent=2) if args.json else format_stats(report))
             elif command == "restore":
-                restored = memory.restore(args.memory_id)
+                restored = memory.restore(args.memory_id, api_key=args.api_key)
                 print(f"Restored memory {restored['id']}: {restored['memory']['content']}")
             elif command == "agent":
                 run_agent_command(memory, args)
@@ -4662,7 +4685,8 @@ def print_prune_report(report: dict) -> None:
           + (f" (ids {', '.join(map(str, report['pruned']))})" if report["pruned"] else "")
           + f"; purged {report['purged']} pruned more than {PRUNED_KEPT_DAYS} days ago.")
     if report["pruned"]:
-        print("Pruned memories can be brought back for 30 days with `yourmemory restore ID`.")
+        print("Pruned memories can be brought back for 30 days with `yourmemory restore ID` "
+              "(an agent's private memory: `yourmemory restore ID --api-key KEY`).")
 
 
 def format_stats(report: dict) -> str:

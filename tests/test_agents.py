@@ -11,6 +11,7 @@ import os
 import re
 import secrets
 import subprocess
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -509,3 +510,38 @@ def test_mcp_keys_keep_a_private_memory_private_and_no_tool_registers_agents(tmp
         assert memory.db.execute("SELECT count(*) FROM memories WHERE agent_id = 'ghost' "
                                  "OR content LIKE 'Ghost%'").fetchone()[0] == 0
         assert memory.get(private["id"], api_key=coder)["status"] == "active"
+
+
+def test_an_agents_pruned_private_memory_is_restored_from_the_cli_with_its_key(tmp_path, embedder, clock):
+    """The prune report says pruned memories can be restored; an agent's private one too, with its key."""
+    db = tmp_path / "memory.db"
+    clock.now = time.time() - 400 * 86400
+    with YourMemory(db, user="ada", clock=clock, embedder=embedder) as memory:
+        key = memory.register_agent("coder", can_read=["shared", "private"], can_write=["shared", "private"])["api_key"]
+        private = memory.store("The flaky ARM runner needs a reboot after kernel updates", importance=0.1,
+                               category="failure", api_key=key, visibility="private")["id"]
+        clock.now = time.time()
+        assert private in memory.prune()["pruned"]
+    env = {**os.environ, "YOURMEMORY_DB": str(db), "YOURMEMORY_USER": "ada", "YOURMEMORY_HOME": str(tmp_path / "home")}
+
+    def cli(*args):
+        return subprocess.run([installed_entry_point(), *args], env=env, cwd=tmp_path, capture_output=True,
+                              text=True, timeout=300)
+    hidden = cli("restore", str(private))
+    assert hidden.returncode == 1 and f"no memory {private}" in hidden.stderr  # the user alone may not see it
+    restored = cli("restore", str(private), "--api-key", key)
+    assert restored.returncode == 0 and f"Restored memory {private}" in restored.stdout, restored.stderr
+    with YourMemory(db, user="ada", embedder=embedder) as memory:
+        assert memory.get(private, api_key=key)["status"] == "active"
+
+
+def test_knowledge_graph_deletions_are_in_the_audit_log(memory, team):
+    memory.graph.create_entities([{"name": "Kiosk", "entityType": "project",
+                                   "observations": ["Runs on a Pi 4", "Boots from USB"]}], api_key=team.coder)
+    observations = dict(memory.db.execute("SELECT content, memory_id FROM observations"))
+    memory.graph.delete_observations([{"entityName": "Kiosk", "observations": ["Boots from USB"]}], api_key=team.coder)
+    memory.graph.delete_entities(["Kiosk"], api_key=team.coder)
+    forgotten = [(e["actor"], e["action"], e["memory_id"], e["detail"]) for e in memory.audit()
+                 if e["action"] == "forget"]
+    assert forgotten == [("agent:coder", "forget", observations["Runs on a Pi 4"], "knowledge graph"),
+                         ("agent:coder", "forget", observations["Boots from USB"], "knowledge graph")]

@@ -204,14 +204,21 @@ def test_two_processes_on_one_database_prune_once_per_day(memory, db_path, clock
 
 
 def test_knowledge_graph_observations_do_not_decay_unless_opted_in(memory, clock, monkeypatch):
-    """A knowledge-graph user expects persistence: observations are never pruned by default."""
-    memory.graph.create_entities([{"name": "Ada", "entityType": "person", "observations": ["Ada writes Rust"]}])
+    """A knowledge-graph user expects persistence: observations keep full strength (in recall's ranking,
+    get and stats too) and are never pruned by default."""
+    memory.graph.create_entities([{"name": "Ada", "entityType": "person", "observations": ["Ada is allergic to peanuts"]}])
     observation = memory.db.execute("SELECT memory_id FROM observations").fetchone()[0]
     clock.advance(days=400)
-    assert memory.get(observation)["strength"] < yourmemory.PRUNE_BELOW, "it must have faded for this to mean much"
+    memory.store("Ada mentioned she enjoys peanut butter cookies")  # fresh, and close to the question too
+    assert memory.get(observation)["strength"] == 1.0
+    assert memory.stats()["strength"]["0.80-1.00"] == 1 and memory.stats()["strength"]["0.00-0.05"] == 0
+    top = memory.recall("Is Ada allergic to peanuts?", top_k=1)["memories"][0]
+    assert top["id"] == observation and top["strength"] == 1.0
     assert observation not in memory.prune()["pruned"]
-    assert memory.graph.open_nodes(["Ada"])["entities"][0]["observations"] == ["Ada writes Rust"]
+    assert memory.graph.open_nodes(["Ada"])["entities"][0]["observations"] == ["Ada is allergic to peanuts"]
     monkeypatch.setenv("YOURMEMORY_GRAPH_DECAY", "1")
+    clock.advance(days=400)
+    assert memory.get(observation)["strength"] < yourmemory.PRUNE_BELOW
     assert observation in memory.prune()["pruned"]
 
 

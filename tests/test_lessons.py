@@ -152,6 +152,8 @@ INVALID = [
     (setting("metadata", "severity", value="extreme"), "lesson.metadata.severity"),
     (setting("metadata", "environment", value="linux"), "lesson.metadata.environment"),
     (setting("metadata", value=[]), "lesson.metadata"),
+    (setting("metadata", "tags", value={"npm"}), "lesson.metadata"),  # a set is no JSON (was a TypeError)
+    (setting("metadata", "environment", value={"load": float("nan")}), "lesson.metadata"),  # exported as NaN
     (setting("observations", value="Start Postgres first"), "lesson.observations"),
     (setting("observations", value=["Start Postgres first", ""]), "lesson.observations[1]"),
     (setting("name", value=""), "lesson.name"),
@@ -376,3 +378,12 @@ def test_the_lesson_tools_work_end_to_end_over_stdio(tmp_path):
     assert top["verificationSteps"] == LESSONS["git-merge-conflict"]["verificationSteps"]
     assert out["broken"].is_error and "errorPattern.message" in out["broken"].content[0].text
     assert out["not_bool"].is_error and "success" in out["not_bool"].content[0].text
+
+
+def test_changing_a_lessons_error_pattern_memory_points_to_the_lesson_tools(memory):
+    memory.lessons.create_lesson(copy.deepcopy(PG))
+    pattern = memory.db.execute("SELECT pattern_memory_id FROM lessons").fetchone()[0]
+    for change in (lambda: memory.forget(pattern), lambda: memory.update(pattern, "Some other error")):
+        with pytest.raises(InvalidInput, match="memory_id: .*error pattern of lesson 'postgres-connection-refused'; "
+                                               "delete_entities removes the lesson"):
+            change()

@@ -127,3 +127,22 @@ def test_bm25_counts_follow_every_kind_of_write(memory, clock):
     memory.restore(pruned[0])
     memory.graph.delete_entities(["Lisbon office"])
     bm25_counts_match_the_memories_table(memory)
+
+
+def test_a_database_opens_and_answers_reads_while_another_process_holds_the_write_lock(db_path, clock, embedder,
+                                                                                       monkeypatch):
+    """Opening an up-to-date database only reads its schema version: stats, export and the graph must not
+    wait for a writer (they timed out after 15 s when opening took the write lock)."""
+    monkeypatch.setattr(yourmemory, "SQLITE_BUSY_TIMEOUT_MS", 1_000)
+    with YourMemory(db_path, user="ada", clock=clock, embedder=embedder) as memory:
+        memory.store("The build server is in Oslo")
+    writer = yourmemory.open_raw(db_path)
+    writer.execute("BEGIN IMMEDIATE")
+    try:
+        with YourMemory(db_path, user="ada", clock=clock, embedder=embedder) as reader:
+            assert reader.stats()["memories"]["active"] == 1
+            assert reader.export_memories()[0]["content"] == "The build server is in Oslo"
+            assert reader.graph.read_graph() == {"entities": [], "relations": []}
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
