@@ -2346,14 +2346,10 @@ class YourMemory:
         missing = [memory_id for memory_id, c in found.items() if c["similarity"] is None]
         if not missing:
             return
-        rows = self.db.execute(
-            """SELECT memory_id, 1 - vec_distance_cosine(embedding, ?) FROM memory_vectors
-               WHERE memory_id IN (SELECT value FROM json_each(?)) AND length(embedding) = ?""",
-            (vector_blob(vector), json.dumps(missing), 4 * EMBEDDING_DIM)).fetchall()
-        for memory_id, similarity in rows:
-            found[memory_id]["similarity"] = None if similarity is None else float(similarity)
+        for memory_id, similarity in self._cosines(missing, vector).items():
+            found[memory_id]["similarity"] = similarity
         for c in found.values():  # no vector, or a damaged one: the memory still counts by its words
-            if c["similarity"] is None or not math.isfinite(c["similarity"]):
+            if c["similarity"] is None:
                 c["similarity"] = 0.0
 
     def _typicality(self, found: dict[int, dict], scopes: list[str]) -> dict[int, float]:
@@ -2362,14 +2358,17 @@ class YourMemory:
         centre = self.vectors.centre(scopes)
         if centre is None:
             return {}
+        closeness = self._cosines(list(found), centre)  # a damaged vector: no penalty
+        average = sum(closeness.values()) / len(closeness) if closeness else 0.0
+        return {memory_id: value - average for memory_id, value in closeness.items()}
+
+    def _cosines(self, ids: list[int], vector) -> dict[int, float]:
+        """The cosine of each memory's stored vector to ``vector``; a missing or damaged vector is left out."""
         rows = self.db.execute(
             """SELECT memory_id, 1 - vec_distance_cosine(embedding, ?) FROM memory_vectors
                WHERE memory_id IN (SELECT value FROM json_each(?)) AND length(embedding) = ?""",
-            (vector_blob(centre), json.dumps(list(found)), 4 * EMBEDDING_DIM)).fetchall()
-        closeness = {memory_id: float(value) for memory_id, value in rows
-                     if value is not None and math.isfinite(value)}  # a damaged vector: no penalty
-        average = sum(closeness.values()) / len(closeness) if closeness else 0.0
-        return {memory_id: value - average for memory_id, value in closeness.items()}
+            (vector_blob(vector), json.dumps(ids), 4 * EMBEDDING_DIM)).fetchall()
+        return {memory_id: float(value) for memory_id, value in rows if value is not None and math.isfinite(value)}
 
     def _inherit_from_replaced(self, found: dict[int, dict], vector, terms: list[str], lexical: dict[int, float],
                                caller: Caller) -> None:
@@ -2538,13 +2537,10 @@ class YourMemory:
             "SELECT id FROM memories WHERE superseded_by = ? AND status = 'superseded' ORDER BY id", (memory_id,))]
         self.db.execute("UPDATE memories SET superseded_by = NULL WHERE superseded_by = ?", (memory_id,))
         for old_id in replaced:
-            self.db.execute("""UPDATE memories SET status = 'active', last_accessed_at = ?, updated_at = ?
-                               WHERE id = ?""", (now, now, old_id))
-            self.db.execute("UPDATE memory_vectors SET active = 1 WHERE memory_id = ?", (old_id,))
+            self._reactivate(old_id, caller, now, f"memory {memory_id}, which superseded it, was forgotten")
             self.db.execute("""INSERT INTO memory_history (memory_id, content, importance, reason, changed_at)
                                SELECT id, content, importance, 'restored', ? FROM memories WHERE id = ?""",
                             (now, old_id))
-            self._audit(caller, "restore", old_id, now, f"memory {memory_id}, which superseded it, was forgotten")
         return replaced
 
     def get(self, memory_id: int, *, user_id: str | None = None, api_key: str | None = None) -> dict:
@@ -2647,12 +2643,15 @@ class YourMemory:
             orphan = row["status"] == "superseded" and row["superseded_by"] is None
             if row["status"] != "pruned" and not orphan:
                 raise InvalidInput("memory_id", f"memory {memory_id} is {row['status']}, not pruned")
-            now = self.clock()
-            self.db.execute("""UPDATE memories SET status = 'active', pruned_at = NULL, last_accessed_at = ?,
-                               updated_at = ? WHERE id = ?""", (now, now, memory_id))
-            self.db.execute("UPDATE memory_vectors SET active = 1 WHERE memory_id = ?", (memory_id,))
-            self._audit(caller, "restore", memory_id, now)
+            self._reactivate(memory_id, caller, self.clock())
             return {"action": "restore", "id": memory_id, "memory": self._get(memory_id)}
+
+    def _reactivate(self, memory_id: int, caller: Caller, now: float, why: str | None = None) -> None:
+        """Active again (recalled, counted, searched), its decay clock started from now."""
+        self.db.execute("""UPDATE memories SET status = 'active', superseded_by = NULL, pruned_at = NULL,
+                           last_accessed_at = ?, updated_at = ? WHERE id = ?""", (now, now, memory_id))
+        self.db.execute("UPDATE memory_vectors SET active = 1 WHERE memory_id = ?", (memory_id,))
+        self._audit(caller, "restore", memory_id, now, why)
 
     def stats(self, *, user_id: str | None = None, api_key: str | None = None) -> dict:
         """Counts per status and category, and a histogram of active memories' strength,
