@@ -2707,7 +2707,7 @@ class YourMemory:
     def import_memory(self, record: Any, *, user_id: str | None = None) -> int:
         """Restore one exported memory with its timestamps and recall count; 0 if already present."""
         caller = self._caller(user_id, None)
-        record = _check_mapping(record, "memory", ("content",))
+        record = _check_mapping(record, "memory", ("content",), optional=None)
         content = _check_text(record["content"], "content", MAX_CONTENT_CHARS)
         importance = _check_importance(record.get("importance", 0.5))
         category, _ = _check_category(record.get("category"), content)
@@ -3326,12 +3326,20 @@ def _check_list(value: Any, field: str) -> list:
     return value
 
 
-def _check_mapping(value: Any, field: str, keys: tuple[str, ...]) -> dict:
+def _check_mapping(value: Any, field: str, keys: tuple[str, ...], optional: tuple[str, ...] | None = ()) -> dict:
+    """An object with the ``keys`` and, if given, no keys beyond them and ``optional`` (None: any others).
+
+    An unknown key is refused rather than ignored: "observation" for "observations" would otherwise
+    be dropped in silence."""
     if not isinstance(value, dict):
         raise InvalidInput(field, f"must be an object with {', '.join(keys)}")
     for key in keys:
         if key not in value:
             raise InvalidInput(f"{field}.{key}", "is required")
+    if optional is not None:
+        for key in value:
+            if key not in keys and key not in optional:
+                raise InvalidInput(f"{field}.{key}", f"is not a known field (known: {', '.join(keys + optional)})")
     return value
 
 
@@ -3386,6 +3394,7 @@ similar errors are found by hybrid search, not by exact string comparison.
 """
 
 SEVERITIES = ("low", "medium", "high", "critical")
+LESSON_FIELDS = ("name", "entityType", "observations", "errorPattern", "verificationSteps", "metadata")
 SAME_ERROR_TYPE_BONUS = 0.2
 SAME_CONTEXT_BONUS = 0.1
 LESSON_CANDIDATES = 40
@@ -3549,7 +3558,7 @@ def _pattern_text(pattern: dict) -> str:
 
 
 def _check_error_pattern(value: Any, field: str) -> dict:
-    pattern = _check_mapping(value, field, ("type", "message", "context"))
+    pattern = _check_mapping(value, field, ("type", "message", "context"), optional=("stackTrace",))
     checked = {key: _check_name(pattern[key], f"{field}.{key}") for key in ("type", "message", "context")}
     if pattern.get("stackTrace") is not None:
         checked["stackTrace"] = _check_text(pattern["stackTrace"], f"{field}.stackTrace", MAX_CONTENT_CHARS)
@@ -3558,7 +3567,7 @@ def _check_error_pattern(value: Any, field: str) -> dict:
 
 def _check_lesson(value: Any) -> dict:
     lesson = _check_mapping(value, "lesson", ("name", "entityType", "observations", "errorPattern",
-                                              "verificationSteps"))
+                                              "verificationSteps"), optional=("metadata",))
     if lesson["entityType"] != "lesson":
         raise InvalidInput("lesson.entityType", f"must be \"lesson\", not {lesson['entityType']!r}")
     metadata = {} if lesson.get("metadata") is None else lesson["metadata"]
@@ -3695,8 +3704,8 @@ def _import_records(memory: YourMemory, records: list[tuple[int, dict]], report:
 
 
 def _import_lesson(memory: YourMemory, record: dict, user_id: str | None) -> int:
-    lesson = {**record, "entityType": "lesson"}
-    lesson.pop("type", None)
+    # A lesson file may carry fields of its own tool: only the lesson's are read, as for entities.
+    lesson = {key: record[key] for key in LESSON_FIELDS if key in record} | {"entityType": "lesson"}
     known = memory.graph.open_nodes([lesson.get("name")], user_id=user_id)["entities"] if isinstance(
         lesson.get("name"), str) and lesson["name"] else []
     if known:
@@ -3876,7 +3885,23 @@ def build_server(memory: YourMemory):
 
     add_knowledge_graph_tools(server, memory, call, UserId, ApiKey)
     add_lesson_tools(server, memory, call, UserId, ApiKey)
+    refuse_unknown_arguments(server)
     return server
+
+
+def refuse_unknown_arguments(server) -> None:
+    """Make every tool fail on an argument it does not know ("importanc"), naming it.
+
+    The SDK's argument models ignore unknown names, so a misspelt argument was dropped in silence
+    and its default used. The listed input schemas say ``additionalProperties: false`` to match.
+    """
+    from pydantic import ConfigDict
+    for tool in server._tool_manager.list_tools():  # the SDK has no public way to a tool's argument model
+        lenient = tool.fn_metadata.arg_model
+        strict = type(lenient.__name__, (lenient,), {"model_config": ConfigDict(extra="forbid"),
+                                                      "__module__": lenient.__module__})
+        tool.fn_metadata.arg_model = strict
+        tool.parameters = strict.model_json_schema(by_alias=True)
 
 
 def add_knowledge_graph_tools(server, memory: YourMemory, call, UserId, ApiKey) -> None:
@@ -3884,29 +3909,31 @@ def add_knowledge_graph_tools(server, memory: YourMemory, call, UserId, ApiKey) 
     from typing import Annotated, Optional
 
     from mcp.types import ToolAnnotations
-    from pydantic import Field
+    from pydantic import ConfigDict, Field, with_config
     from typing_extensions import NotRequired, TypedDict
+
+    closed = with_config(ConfigDict(extra="forbid"))  # an unknown key fails the call, naming it
 
     def Text(description: str):  # noqa: N802 - reads as a type in the schemas below
         return Annotated[str, Field(description=description)]
-    Entity = TypedDict("Entity", {
+    Entity = closed(TypedDict("Entity", {
         "name": Text("The name of the entity"),
         "entityType": Text("The type of the entity"),
         "observations": Annotated[list[str], Field(description="Observation contents associated with the entity")],
-    })
-    Relation = TypedDict("Relation", {
+    }))
+    Relation = closed(TypedDict("Relation", {
         "from": Text("The name of the entity where the relation starts"),
         "to": Text("The name of the entity where the relation ends"),
         "relationType": Text("The type of the relation, in active voice"),
-    })
-    NewObservations = TypedDict("NewObservations", {
+    }))
+    NewObservations = closed(TypedDict("NewObservations", {
         "entityName": Text("The name of the entity to add the observations to"),
         "contents": Annotated[list[str], Field(description="The observation contents to add")],
-    })
-    ObservationDeletion = TypedDict("ObservationDeletion", {
+    }))
+    ObservationDeletion = closed(TypedDict("ObservationDeletion", {
         "entityName": Text("The name of the entity containing the observations"),
         "observations": Annotated[list[str], Field(description="The observations to delete")],
-    })
+    }))
     AddedObservations = TypedDict("AddedObservations", {"entityName": str, "addedObservations": list[str]})
 
     class Entities(TypedDict):
@@ -4014,24 +4041,28 @@ def add_lesson_tools(server, memory: YourMemory, call, UserId, ApiKey) -> None:
     from typing import Annotated, Literal
 
     from mcp.types import ToolAnnotations
-    from pydantic import Field
+    from pydantic import ConfigDict, Field, with_config
     from typing_extensions import NotRequired, TypedDict
 
+    @with_config(ConfigDict(extra="forbid"))  # an unknown key fails the call, naming it
     class ErrorPattern(TypedDict):
         type: Annotated[str, Field(description="The kind of error, e.g. a type or category name")]
         message: Annotated[str, Field(description="The error message")]
         context: Annotated[str, Field(description="Where it happened: a tool, component or task")]
         stackTrace: NotRequired[Annotated[str, Field(description="The stack trace, if any")]]
 
+    @with_config(ConfigDict(extra="allow"))  # kept, as the library keeps them
     class Metadata(TypedDict, total=False):
         severity: Literal["low", "medium", "high", "critical"]
         environment: dict[str, Any]
 
+    @with_config(ConfigDict(extra="forbid"))
     class VerificationStep(TypedDict):
         command: Annotated[str, Field(description="A command that checks the fix")]
         expectedOutput: Annotated[str, Field(description="What the command should print")]
         successIndicators: Annotated[list[str], Field(description="Strings whose presence means success")]
 
+    @with_config(ConfigDict(extra="forbid"))
     class Lesson(TypedDict):
         name: Annotated[str, Field(description="A unique name for the lesson")]
         entityType: Literal["lesson"]

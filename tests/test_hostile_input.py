@@ -342,10 +342,11 @@ class ListOf(Kind):
 
 
 class Obj(Kind):
-    """A JSON object with required and optional keys (a TypedDict in the schema); unknown keys are allowed."""
+    """A JSON object with required and optional keys (a TypedDict in the schema). An unknown key breaks
+    the contract unless the object is ``open`` (lesson metadata keeps the client's own keys)."""
 
-    def __init__(self, required: dict[str, Kind], optional: dict[str, Kind] | None = None):
-        self.required, self.optional = required, optional or {}
+    def __init__(self, required: dict[str, Kind], optional: dict[str, Kind] | None = None, open: bool = False):
+        self.required, self.optional, self.open = required, optional or {}, open
 
     def _build(self, draw, hostile_keys: set[str]) -> Gen:
         value, bad, risky = {}, [], False
@@ -374,8 +375,10 @@ class Obj(Kind):
         def mutated(draw):
             gen = self._build(draw, draw(st.sets(st.sampled_from(keys), min_size=1, max_size=2)))
             if draw(st.integers(0, 5)) == 0:  # an unknown key, possibly hostile itself
-                gen.value[draw(st.sampled_from(["extra", "__proto__", "", "name ", "\x00"]))] = draw(
-                    st.one_of(st.sampled_from(WRONG_TYPES), deep_values))
+                key = draw(st.sampled_from(["extra", "__proto__", "", "name ", "\x00"]))
+                gen.value[key] = draw(st.one_of(st.sampled_from(WRONG_TYPES), deep_values))
+                if not self.open and key not in {**self.required, **self.optional}:
+                    gen.bad.append((key,))
             return gen
         return st.one_of(mutated(), self.wrong("dict"),
                          st.integers(2, 150).map(lambda d: Gen(_deep(d, "dict"), [(k,) for k in self.required])))
@@ -499,7 +502,7 @@ def tool_specs(seed: Seed) -> dict[str, tuple[dict[str, Kind], set[str]]]:
         "errorPattern": error_pattern,
         "verificationSteps": ListOf(Obj({"command": name, "expectedOutput": name,
                                          "successIndicators": ListOf(observation)}), max_size=2),
-    }, {"metadata": Obj({}, {"severity": Choice(yourmemory.SEVERITIES), "environment": AnyObject()})})
+    }, {"metadata": Obj({}, {"severity": Choice(yourmemory.SEVERITIES), "environment": AnyObject()}, open=True)})
     limit = Integer(1, MAX_TOP_K)
     return {
         "store_memory": ({"content": Text(MAX_CONTENT, question=True), "importance": Fraction(),
@@ -573,9 +576,10 @@ def case_strategy(tool: str, seed: Seed):
             arguments[name] = gen.value
             bad += _at(name, gen).bad
             risky |= gen.risky
-        if draw(st.integers(0, 9)) == 0:  # an argument the tool does not have
-            arguments[draw(st.sampled_from(["extra", "userId", "apiKey", "__class__"]))] = draw(
-                st.sampled_from(WRONG_TYPES))
+        if draw(st.integers(0, 9)) == 0:  # an argument the tool does not have: refused, naming it
+            unknown = draw(st.sampled_from(["extra", "userId", "apiKey", "__class__"]))
+            arguments[unknown] = draw(st.sampled_from(WRONG_TYPES))
+            bad.append((unknown,))
         return Case(tool, arguments, bad, risky, sorted(params))
     return case()
 

@@ -23,7 +23,9 @@ OFFICIAL_FILE = "\n".join([
     '{"type":"entity","name":"École","entityType":"place","observations":["ÜBER cool"]}',
 ])  # no final newline, a blank line, a malformed line, an unknown type: all as real files have them
 
-LESSON = {"type": "lesson", "name": "pg-down", "entityType": "lesson", "observations": ["Start Postgres first"],
+# "id": a field of another tool's own, not the lesson's: not read (a tool call would refuse it)
+LESSON = {"type": "lesson", "id": "l-1", "name": "pg-down", "entityType": "lesson",
+          "observations": ["Start Postgres first"],
           "errorPattern": {"type": "ConnectionError", "message": "connection refused", "context": "pytest"},
           "metadata": {"severity": "high", "frequency": 4, "successRate": 0.75, "createdAt": "2026-01-01T00:00:00Z"},
           "verificationSteps": [{"command": "pg_isready", "expectedOutput": "accepting",

@@ -164,6 +164,10 @@ INVALID = [
     (setting("verificationSteps", 0, "successIndicators", value="accepting"),
      "lesson.verificationSteps[0].successIndicators"),
     (setting("verificationSteps", 0, "command", value=""), "lesson.verificationSteps[0].command"),
+    # an unknown key is refused, not dropped: a misspelt optional field would vanish in silence
+    (setting("stackTrace", value="at db.py:12"), "lesson.stackTrace"),
+    (setting("errorPattern", "stacktrace", value="at db.py:12"), "lesson.errorPattern.stacktrace"),
+    (setting("verificationSteps", 0, "expected", value="ok"), "lesson.verificationSteps[0].expected"),
 ]
 
 
@@ -334,6 +338,9 @@ def test_the_lesson_tools_work_end_to_end_over_stdio(tmp_path):
     params = StdioServerParameters(command=installed_entry_point(), env=env, cwd=str(tmp_path))
     missing_message = copy.deepcopy(PG) | {"name": "broken"}
     del missing_message["errorPattern"]["message"]
+    tagged = copy.deepcopy(LESSONS)
+    tagged[PG["name"]]["metadata"]["tags"] = ["postgres", "local dev"]  # a metadata key of the client's own
+    misspelt = copy.deepcopy(PG) | {"name": "misspelt", "verificationStep": []}
 
     async def flow():
         out = {}
@@ -343,7 +350,8 @@ def test_the_lesson_tools_work_end_to_end_over_stdio(tmp_path):
                     await client.initialize()
                     out["tools"] = {t.name: t for t in (await client.list_tools()).tools}
                     out["created"] = [await client.call_tool("create_lesson", {"lesson": lesson})
-                                      for lesson in LESSONS.values()]
+                                      for lesson in tagged.values()]
+                    out["misspelt"] = await client.call_tool("create_lesson", {"lesson": misspelt})
                     out["updated"] = [await client.call_tool("update_lesson_success", {
                         "lessonName": PG["name"], "success": outcome}) for outcome in (True, False)]
                     out["found"] = await client.call_tool("find_similar_errors", {"errorPattern": {
@@ -369,6 +377,8 @@ def test_the_lesson_tools_work_end_to_end_over_stdio(tmp_path):
         assert not result.is_error, result.content
         assert result.structured_content == json.loads(result.content[0].text)
     assert out["created"][0].structured_content["metadata"]["frequency"] == 0
+    assert out["created"][0].structured_content["metadata"]["tags"] == ["postgres", "local dev"]
+    assert out["misspelt"].is_error and "verificationStep" in out["misspelt"].content[0].text
     last = out["updated"][-1].structured_content["metadata"]
     assert last["frequency"] == 2 and last["successRate"] == pytest.approx(0.5)
     found = out["found"].structured_content["lessons"]

@@ -205,6 +205,11 @@ BAD_CALLS = [
     ("recall_memory", {"query": "build tool", "top_k": 0}, "top_k"),
     ("recall_memory", {"query": "build tool", "top_k": 101}, "top_k"),
     ("recall_memory", {"query": "build tool", "api_key": "ym_not_a_key"}, "api_key"),
+    # unknown (misspelt) arguments fail, naming themselves, instead of being dropped in silence
+    ("store_memory", {"content": "The build uses Bazel", "importanc": 0.9}, "importanc"),
+    ("recall_memory", {"query": "build tool", "topk": 3}, "topk"),
+    ("create_entities", {"entities": [{"name": "Bazel", "entityType": "tool", "observations": ["fast"],
+                                       "notes": "hermetic"}]}, "notes"),
 ]
 
 
