@@ -4633,10 +4633,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             elif command == "backup":
                 print(f"Backed up {memory.path} to {memory.backup(args.path)}")
             elif command == "audit":
-                for entry in memory.audit(memory_id=args.memory, limit=args.limit):
+                entries = memory.audit(memory_id=args.memory, limit=args.limit)
+                for entry in entries:
                     target = f" memory {entry['memory_id']}" if entry["memory_id"] is not None else ""
                     detail = f" ({entry['detail']})" if entry["detail"] else ""
                     print(f"{entry['at']}  {entry['actor']:<24} {entry['action']}{target}{detail}")
+                if not entries:  # said, so that an empty answer is not mistaken for a failed one
+                    about = f"memory {args.memory}" if args.memory is not None else f"user {memory.user!r}"
+                    print(f"No audit entries for {about}.")
         return 0
     except YourMemoryError as error:
         print(f"yourmemory: error: {error}", file=sys.stderr)

@@ -199,6 +199,10 @@ def test_restore_of_an_unknown_id_fails_with_a_clear_message_and_no_traceback(cl
     assert "Traceback" not in result.stderr and result.stdout == ""
 
 
+def test_audit_of_a_memory_with_no_entries_says_so_rather_than_printing_nothing(cli):
+    assert ok(cli("audit", "--memory", "999")).strip() == "No audit entries for memory 999."
+
+
 @pytest.mark.parametrize("args, says", [
     (["export", "-o", "{folder}"], "output: {folder} is a folder"),
     (["export", "-o", "{blocker}/out.jsonl"], "output: cannot create the folder {blocker}"),
