@@ -1092,7 +1092,28 @@ def nlp():
 
 
 def content_words(text: str) -> set[str]:
-    return {w.strip(".'-/") for w in _WORD.findall(text.lower())} - STOPWORDS - {""}
+    return set(_content_sequence(text))
+
+
+def _content_sequence(text: str) -> list[str]:
+    """A text's content words in order, each once (where it first occurs)."""
+    found = (w.strip(".'-/") for w in _WORD.findall(text.lower()))
+    return list(dict.fromkeys(w for w in found if w and w not in STOPWORDS))
+
+
+def adds_nothing(old: str, new: str) -> bool:
+    """Does ``new`` say nothing ``old`` does not? No content word of its own, as many negations, and its
+    content words in the old text's order: "Deploys are allowed on Fridays" reverses "Deploys are never
+    allowed on Fridays", and "Ada prefers spaces over tabs" reverses "Ada prefers tabs over spaces"."""
+    old_words, new_words = _content_sequence(old), _content_sequence(new)
+    if not set(new_words) <= set(old_words) or _negations(old) != _negations(new):
+        return False
+    in_old_order = iter(old_words)
+    return all(word in in_old_order for word in new_words)  # a subsequence: each found after the last
+
+
+def _negations(text: str) -> int:
+    return sum(1 for w in _WORD.findall(text.lower()) if w in NEGATIONS or w.endswith("n't"))
 
 
 def names_in(text: str) -> set[str]:
@@ -2004,7 +2025,7 @@ class YourMemory:
             for memory_id, similarity, old_content in comparable:
                 if similarity < UPDATE_MIN_SIMILARITY:
                     break
-                if similarity >= DUPLICATE_SIMILARITY and content_words(content) <= content_words(old_content):
+                if similarity >= DUPLICATE_SIMILARITY and adds_nothing(old_content, content):
                     self._reinforce(memory_id, importance, caller, now)
                     kept = self._memory_rows([memory_id])[memory_id]
                     return self._stored(caller, "reinforce", memory_id, kept["category"], False,

@@ -93,6 +93,22 @@ def test_a_paraphrase_that_adds_information_is_not_merged(memory):
 
 
 @pytest.mark.parametrize("old, new", [
+    ("Deploys are never allowed on Fridays", "Deploys are allowed on Fridays"),  # a negation dropped
+    ("Bob is not on call this week", "Bob is on call this week"),
+    ("Alice reports to Bob", "Bob reports to Alice"),  # the same words, the other way round
+    ("We migrated from MySQL to Postgres", "We migrated from Postgres to MySQL"),
+    ("Ada prefers tabs over spaces", "Ada prefers spaces over tabs"),
+])
+def test_a_reversal_with_no_new_word_is_not_taken_for_a_duplicate(memory, old, new):
+    """Close in meaning and no new content word, yet it says the opposite: reinforcing the old memory
+    would throw the new statement away."""
+    memory.store(old)
+    result = memory.store(new)
+    assert result["action"] != "reinforce"
+    assert memory.get(result["id"])["content"] == new and memory.get(result["id"])["status"] == "active"
+
+
+@pytest.mark.parametrize("old, new", [
     ("The user prefers tabs for indentation", "The user prefers spaces for indentation"),
     ("The project database is Postgres 15", "The project database is Postgres 16"),
     ("Our team lives in Berlin", "Our team lives in Lisbon"),
