@@ -564,10 +564,15 @@ def sqlite_module():
     ``enable_load_extension``; sqlean.py is a drop-in DB-API binding with wheels for
     Linux, macOS and Windows that bundles a current SQLite with FTS5 and allows it.
     """
-    choice = os.environ.get("YOURMEMORY_SQLITE", "auto")
+    choice = os.environ.get("YOURMEMORY_SQLITE", "").strip() or "auto"
+    if choice not in ("auto", "sqlite3", "sqlean"):
+        raise StorageError(f"$YOURMEMORY_SQLITE must be auto, sqlite3 or sqlean, not {choice!r}")
     import sqlite3
-    if choice == "sqlite3" or (choice == "auto" and _stdlib_sqlite_is_enough(sqlite3)):
+    if choice != "sqlean" and _stdlib_sqlite_is_enough(sqlite3):
         return sqlite3
+    if choice == "sqlite3":
+        raise StorageError("$YOURMEMORY_SQLITE=sqlite3, but this Python's sqlite3 cannot load extensions or has "
+                           "no FTS5; unset it to use sqlean.py")
     import sqlean
     return sqlean
 
@@ -4601,6 +4606,9 @@ def parse_args(argv: Sequence[str] | None):
     return parser.parse_args(argv)
 
 
+READS_A_DATABASE = ("prune", "stats", "restore", "export", "doctor", "backup", "audit")  # never create one
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     for option, value, variable in (("--db", args.db, "YOURMEMORY_DB"), ("--user", args.user, "YOURMEMORY_USER")):
@@ -4628,6 +4636,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"Restored {report['database']} from {report['backup']}: {report['counts']['memories']} memories")
             print(format_doctor_report(report))
             return 0 if report["ok"] else 1
+        if command in READS_A_DATABASE:
+            default_user(), sqlite_module()  # a bad $YOURMEMORY_USER or SQLite binding is the first thing to fix
+        if command in READS_A_DATABASE and not default_db_path().exists():
+            # A mistyped --db must not be answered from a new, empty database it would also create.
+            raise StorageError(f"no database at {default_db_path()} (check --db or $YOURMEMORY_DB; `yourmemory "
+                               "setup`, `serve` or `import` creates one)")
         with YourMemory() as memory:
             if command == "serve":
                 serve(memory)

@@ -6,6 +6,7 @@ import functools
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 import time
@@ -193,6 +194,7 @@ def test_setup_with_a_cached_model_is_idempotent_and_prints_configs(cli):
 
 
 def test_restore_of_an_unknown_id_fails_with_a_clear_message_and_no_traceback(cli):
+    yourmemory.connect(cli.db).close()
     result = cli("restore", "424242")
     assert result.returncode != 0
     assert "424242" in result.stderr and result.stderr.startswith("yourmemory: error:"), result.stderr
@@ -200,14 +202,27 @@ def test_restore_of_an_unknown_id_fails_with_a_clear_message_and_no_traceback(cl
 
 
 def test_audit_of_a_memory_with_no_entries_says_so_rather_than_printing_nothing(cli):
+    yourmemory.connect(cli.db).close()
     assert ok(cli("audit", "--memory", "999")).strip() == "No audit entries for memory 999."
+
+
+@pytest.mark.parametrize("command", [["stats"], ["export"], ["doctor"], ["audit"], ["prune"], ["restore", "1"],
+                                     ["backup", "{tmp}/backup.db"]])
+def test_a_command_that_reads_a_database_refuses_a_path_with_none_and_creates_nothing(tmp_path, command):
+    typo = tmp_path / "typo" / "memroy.db"
+    env = {**os.environ, "YOURMEMORY_USER": USER, "YOURMEMORY_HOME": str(tmp_path / "home")}
+    result = subprocess.run([installed_entry_point(), "--db", str(typo), *[a.format(tmp=tmp_path) for a in command]],
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.startswith(f"yourmemory: error: no database at {typo}"), result.stderr
+    assert not (tmp_path / "typo").exists() and not (tmp_path / "backup.db").exists()
 
 
 @pytest.mark.parametrize("args, says", [
     (["export", "-o", "{folder}"], "output: {folder} is a folder"),
     (["export", "-o", "{blocker}/out.jsonl"], "output: cannot create the folder {blocker}"),
     (["export", "-o", ""], "output: must be a file path"),
-    (["--db", "{blocker}/memory.db", "stats"], "cannot create the folder {blocker} for the database"),
+    (["--db", "{blocker}/memory.db", "agent", "list"], "cannot create the folder {blocker} for the database"),
     (["--db", "", "stats"], "--db must not be empty"),
     (["--user", "  ", "stats"], "--user must not be empty"),
     (["audit", "--limit", "99999999999999999999999"], "limit: must be a positive integer"),
@@ -216,12 +231,28 @@ def test_a_file_or_option_problem_is_one_line_naming_it(cli, tmp_path, args, say
     folder, blocker = tmp_path / "exports", tmp_path / "blocker"
     folder.mkdir()
     blocker.write_text("a file where a folder should be")
+    yourmemory.connect(cli.db).close()
     result = cli(*[a.format(folder=folder, blocker=blocker) for a in args])
     assert result.returncode != 0
     assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1, result.stderr
     assert result.stderr.startswith("yourmemory: error: ") and says.format(folder=folder, blocker=blocker) in \
         result.stderr, result.stderr
     assert not list(tmp_path.rglob("*.partial"))
+
+
+BINDING_PROBLEMS = [("bogus", "$YOURMEMORY_SQLITE must be auto, sqlite3 or sqlean, not 'bogus'")]
+if not hasattr(sqlite3.Connection, "enable_load_extension"):  # this machine's Python, as macOS's
+    BINDING_PROBLEMS.append(("sqlite3", "$YOURMEMORY_SQLITE=sqlite3, but this Python's sqlite3 cannot load"))
+
+
+@pytest.mark.parametrize("binding, says", BINDING_PROBLEMS)
+def test_a_sqlite_binding_that_cannot_work_is_one_line_naming_the_variable(tmp_path, binding, says):
+    env = {**os.environ, "YOURMEMORY_DB": str(tmp_path / "memory.db"), "YOURMEMORY_USER": USER,
+           "YOURMEMORY_HOME": str(tmp_path / "home"), "YOURMEMORY_SQLITE": binding}
+    result = subprocess.run([installed_entry_point(), "stats"], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.startswith(f"yourmemory: error: {says}"), result.stderr
+    assert not (tmp_path / "memory.db").exists()
 
 
 def test_a_blank_user_in_the_environment_is_refused_not_taken_for_the_default(tmp_path):
