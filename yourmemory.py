@@ -3434,18 +3434,24 @@ class Lessons:
 
     def create_lesson(self, lesson: Any, *, user_id: str | None = None, api_key: str | None = None) -> dict:
         """Record a lesson; its name must be new. Frequency and success rate start at 0."""
-        caller = self.graph._writer(user_id, api_key)
+        return self._record(lesson, self.graph._writer(user_id, api_key), complete_plain_entity=False)
+
+    def _record(self, lesson: Any, caller: Caller, complete_plain_entity: bool) -> dict:
+        """``complete_plain_entity``: a plain entity of type "lesson" with this name (an import read the
+        official file's line for it before the lesson's own record) takes the lesson's details."""
         lesson = _check_lesson(lesson)
         pattern = lesson["errorPattern"]
         texts = [(None, _pattern_text(pattern))] + [(None, o) for o in lesson["observations"]]
         vectors = self.graph._embed_observations(texts)
         with self.memory._lock, transaction(self.db):
             now = self.memory.clock()
-            if self.graph._entity_ids(caller.user, [lesson["name"]]):
+            entity_id = self._plain_entity(caller.user, lesson["name"]) if complete_plain_entity else None
+            if entity_id is None and self.graph._entity_ids(caller.user, [lesson["name"]]):
                 raise InvalidInput("lesson.name", f"an entity named {lesson['name']!r} already exists")
-            entity_id = self.db.execute(
-                "INSERT INTO entities (user_id, name, entity_type, created_at) VALUES (?, ?, 'lesson', ?)",
-                (caller.user, lesson["name"], now)).lastrowid
+            if entity_id is None:
+                entity_id = self.db.execute(
+                    "INSERT INTO entities (user_id, name, entity_type, created_at) VALUES (?, ?, 'lesson', ?)",
+                    (caller.user, lesson["name"], now)).lastrowid
             for text in lesson["observations"]:
                 self.graph._observe(entity_id, None, text, vectors[(None, text)], caller, now)
             pattern_memory = self.graph._remember(None, _pattern_text(pattern), vectors[texts[0]], caller, now)
@@ -3545,13 +3551,24 @@ class Lessons:
                                       updated_at = coalesce(?, updated_at) WHERE entity_id = ?""",
                 (frequency, float(rate), created, updated, entity_id))
 
+    def _plain_entity(self, user: str, name: str) -> int | None:
+        row = self.db.execute(
+            """SELECT e.id FROM entities AS e LEFT JOIN lessons AS l ON l.entity_id = e.id
+               WHERE e.user_id = ? AND e.name = ? AND e.entity_type = 'lesson' AND l.entity_id IS NULL""",
+            (user, name)).fetchone()
+        return row[0] if row else None
+
     def _require(self, user: str, name: str) -> int:
+        entity_id = self._lesson_id(user, name)
+        if entity_id is None:
+            raise NotFound(f"lessonName: no lesson named {name!r}")
+        return entity_id
+
+    def _lesson_id(self, user: str, name: str) -> int | None:
         row = self.db.execute(
             """SELECT e.id FROM entities AS e JOIN lessons AS l ON l.entity_id = e.id
                WHERE e.user_id = ? AND e.name = ?""", (user, name)).fetchone()
-        if row is None:
-            raise NotFound(f"lessonName: no lesson named {name!r}")
-        return row[0]
+        return row[0] if row else None
 
     def _lesson(self, entity_id: int) -> dict:
         entity = self.graph._subgraph([entity_id])["entities"][0]
@@ -3732,13 +3749,12 @@ def _import_records(memory: YourMemory, records: list[tuple[int, dict]], report:
 def _import_lesson(memory: YourMemory, record: dict, user_id: str | None) -> int:
     # A lesson file may carry fields of its own tool: only the lesson's are read, as for entities.
     lesson = {key: record[key] for key in LESSON_FIELDS if key in record} | {"entityType": "lesson"}
-    known = memory.graph.open_nodes([lesson.get("name")], user_id=user_id)["entities"] if isinstance(
-        lesson.get("name"), str) and lesson["name"] else []
-    if known:
-        return 0
+    lessons, caller = memory.lessons, memory.graph._writer(user_id, None)
+    if isinstance(lesson.get("name"), str) and lessons._lesson_id(caller.user, lesson["name"]) is not None:
+        return 0  # imported before
     history = lesson.get("metadata") or {}
-    memory.lessons.create_lesson(lesson, user_id=user_id)
-    memory.lessons.restore_history(lesson["name"], history, user_id=user_id)
+    lessons._record(lesson, caller, complete_plain_entity=True)
+    lessons.restore_history(lesson["name"], history, user_id=user_id)
     return 1
 
 

@@ -112,6 +112,26 @@ def test_the_official_server_loads_our_export_unchanged(tmp_path, store_at):
     assert anyio.run(read_with_official) == memory.graph.read_graph()
 
 
+@pytest.mark.parametrize("calls", [1, 2])
+def test_a_lesson_keeps_its_details_when_its_plain_entity_line_came_first(tmp_path, store_at, calls):
+    """The official file carries a lesson as a plain entity; imported before lesson.json (files named in that
+    order, or in two imports), its name was taken and the lesson's details were skipped without a word."""
+    plain = {"type": "entity", "name": LESSON["name"], "entityType": "lesson",
+             "observations": ["Start Postgres first", "Seen on CI too"]}
+    (tmp_path / "graph.jsonl").write_text(json.dumps(plain), encoding="utf-8")
+    (tmp_path / "lesson.json").write_text(json.dumps(LESSON), encoding="utf-8")
+    memory = store_at("a.db")
+    files = [tmp_path / "graph.jsonl", tmp_path / "lesson.json"]
+    reports = [import_files(memory, files)] if calls == 1 else [import_files(memory, [f]) for f in files]
+    assert sum(r["lessons"] for r in reports) == 1 and not any(r["problems"] for r in reports)
+    (lesson,) = memory.lessons.all()
+    assert lesson["errorPattern"] == LESSON["errorPattern"]
+    assert lesson["verificationSteps"] == LESSON["verificationSteps"]
+    assert lesson["observations"] == ["Start Postgres first", "Seen on CI too"]
+    assert lesson["metadata"]["frequency"] == 4
+    assert import_files(memory, files)["lessons"] == 0  # and again: nothing more
+
+
 def test_lessons_round_trip_with_their_success_history(tmp_path, store_at):
     (tmp_path / "lesson.json").write_text(json.dumps(LESSON), encoding="utf-8")
     first = store_at("a.db")
