@@ -181,8 +181,7 @@ UPDATE_MIN_SIMILARITY = 0.45
 RESTATEMENT_MIN_SIMILARITY = 0.8
 # Recall ranks a newer value of a fact above an older one when the two are related: an announced
 # restatement (a change word, the same subject, another value) at cosine >= 0.4, an announced change
-# of the same fact at 0.3 ("The company moved its accounts to Mercury" / "The company banks with Chase":
-# 0.36). The stale-fact benchmark tried 0.2 and 0 for announcements. "The same subject" is a loose test
+# of the same fact at 0.3 ("Issue tracking moved to Linear" / "We track issues in Jira": 0.37). The stale-fact benchmark tried 0.2 and 0 for announcements. "The same subject" is a loose test
 # (any two facts about Acme have it): unannounced, 35 of the 37 moves it made alone on the three seen
 # stale-fact files put another fact first ("Bob likes a light colour theme" above "Bob has moved over to
 # VS Code"), against 6 of 14 announced ones.
@@ -1482,7 +1481,7 @@ def _routine(verb) -> bool:
     """A change verb that tells a routine, not a change: said with how often ("We release every two weeks",
     "The site is rebuilt whenever the CMS publishes"), or in the present passive of a verb that does not
     change a value by itself ("Production logs are shipped to Loki"). "The launch is moved to Friday", "The
-    pool is set to 50" and a change planned in the simple present ("Standup moves to 10:00") still count."""
+    pool is set to 50" and a change planned in the simple present ("The standup moves to 10:00") still count."""
     if any(_says_how_often(t) for t in verb.sent):
         return True
     helpers = [child for child in verb.children if child.dep_ in ("aux", "auxpass")]
@@ -3198,8 +3197,10 @@ class KnowledgeGraph:
                        ym_contains(e.name, :q) OR ym_contains(e.entity_type, :q) OR EXISTS (
                        SELECT 1 FROM observations AS o WHERE o.entity_id = e.id AND ym_contains(o.content, :q)))
                    ORDER BY e.id""", {"user": caller.user, "q": query})]
-            related = [] if vector is None else [
-                entity_id for entity_id in self._related_entities(query, vector, caller) if entity_id not in matched]
+            # Observations enough for ``limit`` entities past the matched ones (most have a few each).
+            wanted = 4 * (limit + len(matched))
+            related = [] if vector is None else [entity_id for entity_id in self._related_entities(
+                query, vector, caller, wanted) if entity_id not in matched]
             return self._subgraph(matched + related[:limit])
 
     def open_nodes(self, names: Any, *, user_id: str | None = None, api_key: str | None = None) -> dict:
@@ -3280,9 +3281,9 @@ class KnowledgeGraph:
         self.db.execute(f"DELETE FROM memory_vectors WHERE memory_id IN ({select_memory_ids})", (parameter,))
         self.db.execute(f"DELETE FROM memories WHERE id IN ({select_memory_ids})", (parameter,))
 
-    def _related_entities(self, query: str, vector, caller: Caller) -> list[int]:
-        """Entities ranked by their best-matching observation."""
-        scores = self._scored_memories(query, vector, caller, 4 * SEARCH_NODES_LIMIT)
+    def _related_entities(self, query: str, vector, caller: Caller, observations: int) -> list[int]:
+        """Entities ranked by their best-matching observation, among the ``observations`` best."""
+        scores = self._scored_memories(query, vector, caller, observations)
         rows = self.db.execute(
             "SELECT entity_id, memory_id FROM observations WHERE memory_id IN (SELECT value FROM json_each(?))",
             (json.dumps(list(scores)),)).fetchall()
@@ -3504,7 +3505,7 @@ class Lessons:
     def get_lesson_recommendations(self, context: Any, *, limit: int = 5, user_id: str | None = None,
                                    api_key: str | None = None) -> dict:
         """Lessons relevant to a free-text context, ranked by relevance x (1 + success rate) / 2, with
-        their full details; a lesson never tried yet still ranks by relevance."""
+        their full details; a lesson never tried yet counts half its relevance, not none."""
         caller = self.graph._reader(user_id, api_key)
         context = _check_text(context, "context", MAX_QUERY_CHARS)
         limit = _check_count(limit, "limit", minimum=1)

@@ -563,3 +563,17 @@ def test_duplicates_inside_one_call_are_stored_once_and_dangling_relations_are_r
     }, "nothing from a refused create_relations call may be written, and nothing twice"
     assert graph_key(after.structured_content) == {
         "entities": [("Alice", "person", ("likes tea",)), ("Dup", "a", ("1",))], "relations": []}
+
+
+# ---------------------------------------------------------------------------
+# Ours alone
+# ---------------------------------------------------------------------------
+
+def test_search_nodes_returns_as_many_related_entities_as_the_limit_allows(memory):
+    """The related entities were found among a fixed 40 observations, so limit=100 gave 40 at most."""
+    drinks = ["espresso", "a flat white", "cold brew", "a latte", "a cappuccino", "filter coffee"]
+    memory.graph.create_entities([{"name": f"Person {i}", "entityType": "person",
+                                   "observations": [f"Drinks {drinks[i % 6]} every morning before work"]}
+                                  for i in range(60)])
+    assert len(memory.graph.search_nodes("coffee lover", limit=100)["entities"]) == 60
+    assert len(memory.graph.search_nodes("coffee lover", limit=50)["entities"]) == 50
