@@ -3126,6 +3126,7 @@ class KnowledgeGraph:
                         for i, n in enumerate(_check_list(entity_names, "entityNames")))
         with self.memory._lock, transaction(self.db):
             ids = list(self._entity_ids(caller.user, names).values())
+            self._audit_entity_deletions(ids, caller)
             self._forget_memories("SELECT pattern_memory_id FROM lessons WHERE entity_id IN (SELECT value FROM "
                                   "json_each(?))", json.dumps(ids), caller)
             self._forget_observations(
@@ -3157,11 +3158,27 @@ class KnowledgeGraph:
                          for i, r in enumerate(_check_list(relations, "relations")))
         with self.memory._lock, transaction(self.db):
             ids = self._entity_ids(caller.user, [n for r in wanted for n in (r["from"], r["to"])])
+            now = self.memory.clock()
             for relation in wanted:
-                if relation["from"] in ids and relation["to"] in ids:
-                    self.db.execute("DELETE FROM relations WHERE from_id = ? AND to_id = ? AND relation_type = ?",
-                                    (ids[relation["from"]], ids[relation["to"]], relation["relationType"]))
+                if relation["from"] in ids and relation["to"] in ids and self.db.execute(
+                        "DELETE FROM relations WHERE from_id = ? AND to_id = ? AND relation_type = ?",
+                        (ids[relation["from"]], ids[relation["to"]], relation["relationType"])).rowcount:
+                    self.memory._audit(caller, "delete relation", None, now,
+                                       f"{relation['from']!r} {relation['relationType']} {relation['to']!r}")
         return {"success": True, "message": "Relations deleted successfully"}
+
+    def _audit_entity_deletions(self, entity_ids: list[int], caller: Caller) -> None:
+        """One audit entry per entity, naming it and what goes with it (its observations are forgotten
+        memories, audited one by one; its relations are not memories)."""
+        now = self.memory.clock()
+        for name, entity_type, observations, relations in self.db.execute(
+                """SELECT name, entity_type,
+                          (SELECT count(*) FROM observations WHERE entity_id = e.id),
+                          (SELECT count(*) FROM relations WHERE from_id = e.id OR to_id = e.id)
+                   FROM entities AS e WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id""",
+                (json.dumps(entity_ids),)).fetchall():
+            self.memory._audit(caller, "delete entity", None, now,
+                               f"{name!r} ({entity_type}), {observations} observations, {relations} relations")
 
     # -- reads -------------------------------------------------------------------
 

@@ -545,3 +545,19 @@ def test_knowledge_graph_deletions_are_in_the_audit_log(memory, team):
                  if e["action"] == "forget"]
     assert forgotten == [("agent:coder", "forget", observations["Runs on a Pi 4"], "knowledge graph"),
                          ("agent:coder", "forget", observations["Boots from USB"], "knowledge graph")]
+
+
+def test_deleted_entities_and_relations_are_named_in_the_audit_log(memory, team):
+    """An entity without observations, and the relations going with it, had left no trace at all."""
+    memory.graph.create_entities([{"name": "Kiosk", "entityType": "project", "observations": []},
+                                  {"name": "Pi", "entityType": "device", "observations": ["Has 4 GB"]}],
+                                 api_key=team.coder)
+    memory.graph.create_relations([{"from": "Kiosk", "to": "Pi", "relationType": "runs_on"},
+                                   {"from": "Pi", "to": "Kiosk", "relationType": "hosts"}], api_key=team.coder)
+    memory.graph.delete_relations([{"from": "Pi", "to": "Kiosk", "relationType": "hosts"},
+                                   {"from": "Pi", "to": "Kiosk", "relationType": "never_there"}], api_key=team.coder)
+    memory.graph.delete_entities(["Kiosk"], api_key=team.coder)
+    logged = [(e["actor"], e["action"], e["detail"]) for e in memory.audit() if e["memory_id"] is None
+              and e["action"].startswith("delete")]
+    assert logged == [("agent:coder", "delete entity", "'Kiosk' (project), 0 observations, 1 relations"),
+                      ("agent:coder", "delete relation", "'Pi' hosts 'Kiosk'")]
