@@ -1904,6 +1904,9 @@ SELECT id, MAX(score) AS score FROM walk WHERE depth > 0 GROUP BY id ORDER BY sc
 MCP tools and CLI commands are thin layers over these methods.
 """
 
+# A memory as export_memories writes it and import_memory reads it.
+MEMORY_RECORD_FIELDS = ("content", "category", "importance", "recall_count", "created_at", "updated_at",
+                        "last_accessed_at")
 AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
 KEY_PREFIX = "ym_"
 INVALID_KEY = "invalid or revoked API key"
@@ -2718,7 +2721,7 @@ class YourMemory:
 
     # -- moving memories in and out ---------------------------------------------------
 
-    def export_memories(self, *, user_id: str | None = None) -> list[dict]:
+    def export_memories(self, *, user_id: str | None = None) -> list[dict]:  # each with MEMORY_RECORD_FIELDS
         """The user's active shared memories, oldest first, as plain records."""
         caller = self._caller(user_id, None)
         with self._lock:
@@ -2732,7 +2735,7 @@ class YourMemory:
     def import_memory(self, record: Any, *, user_id: str | None = None) -> int:
         """Restore one exported memory with its timestamps and recall count; 0 if already present."""
         caller = self._caller(user_id, None)
-        record = _check_mapping(record, "memory", ("content",), optional=None)
+        record = _check_mapping(record, "memory", ("content",), optional=MEMORY_RECORD_FIELDS[1:])
         content = _check_text(record["content"], "content", MAX_CONTENT_CHARS)
         importance = _check_importance(record.get("importance", 0.5))
         category, _ = _check_category(record.get("category"), content)
@@ -3676,12 +3679,15 @@ same bytes.
 """
 
 EXPORT_FORMATS = ("jsonl", "lessons", "memories")
+# The fields each record type is read for; others (a tool's own "id", say) are counted in the report.
+RECORD_FIELDS = {"entity": ("name", "entityType", "observations"), "relation": ("from", "to", "relationType"),
+                 "lesson": LESSON_FIELDS, "memory": MEMORY_RECORD_FIELDS}
 
 
 def import_files(memory: YourMemory, paths: Iterable[str | Path], *, user_id: str | None = None) -> dict:
     """Import each file, or each memory*/lesson* file in a folder; one report for all."""
     report = {"files": [], "entities": 0, "relations": 0, "observations": 0, "lessons": 0, "memories": 0,
-              "skipped": 0, "problems": []}
+              "skipped": 0, "problems": [], "ignored": {}}
     for path in _import_targets(paths):
         records, problems, skipped = _read_jsonl(path)
         report["files"].append(str(path))
@@ -3742,11 +3748,14 @@ def _import_records(memory: YourMemory, records: list[tuple[int, dict]], report:
     for number, record in records:
         try:
             kind = record["type"]
-            if kind == "lesson" or (kind == "entity" and record.get("entityType") == "lesson"
-                                    and "errorPattern" in record):
+            is_lesson = kind == "lesson" or (kind == "entity" and record.get("entityType") == "lesson"
+                                             and "errorPattern" in record)
+            for field in set(record) - {"type", *RECORD_FIELDS["lesson" if is_lesson else kind]}:
+                report["ignored"][field] = report["ignored"].get(field, 0) + 1  # said, not dropped in silence
+            if is_lesson:
                 report["lessons"] += _import_lesson(memory, record, user_id)
             elif kind == "entity":
-                entity = {key: record.get(key) for key in ("name", "entityType", "observations")}
+                entity = {key: record.get(key) for key in RECORD_FIELDS["entity"]}
                 added = graph.create_entities([entity], user_id=user_id)["entities"]
                 if added:
                     report["entities"] += 1
@@ -3756,16 +3765,16 @@ def _import_records(memory: YourMemory, records: list[tuple[int, dict]], report:
                                                        "contents": entity["observations"]}], user_id=user_id)
                     report["observations"] += len(results["results"][0]["addedObservations"])
             elif kind == "relation":
-                relation = {key: record.get(key) for key in ("from", "to", "relationType")}
+                relation = {key: record.get(key) for key in RECORD_FIELDS["relation"]}
                 report["relations"] += len(graph.create_relations([relation], user_id=user_id)["relations"])
             else:
-                report["memories"] += memory.import_memory(record, user_id=user_id)
+                report["memories"] += memory.import_memory(
+                    {key: record[key] for key in MEMORY_RECORD_FIELDS if key in record}, user_id=user_id)
         except YourMemoryError as error:
             report["problems"].append(f"{source}:{number}: {error}")
 
 
 def _import_lesson(memory: YourMemory, record: dict, user_id: str | None) -> int:
-    # A lesson file may carry fields of its own tool: only the lesson's are read, as for entities.
     lesson = {key: record[key] for key in LESSON_FIELDS if key in record} | {"entityType": "lesson"}
     lessons, caller = memory.lessons, memory.graph._writer(user_id, None)
     if isinstance(lesson.get("name"), str) and lessons._lesson_id(caller.user, lesson["name"]) is not None:
@@ -4752,6 +4761,9 @@ def print_import_report(report: dict) -> None:
     print(f"Imported from {len(report['files'])} file(s): {report['entities']} entities, "
           f"{report['observations']} observations, {report['relations']} relations, {report['lessons']} lessons, "
           f"{report['memories']} memories; {report['skipped']} records of unknown type skipped.")
+    if report["ignored"]:
+        print("Fields no YourMemory record has, not read: " + ", ".join(
+            f"{field!r} ({count} records)" for field, count in sorted(report["ignored"].items())))
     for problem in report["problems"]:
         print(f"  not imported: {problem}", file=sys.stderr)
 

@@ -11,7 +11,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from test_knowledge_graph import official_server
 
-from yourmemory import YourMemory, export_records, import_files
+from yourmemory import InvalidInput, YourMemory, export_records, import_files
 
 OFFICIAL_FILE = "\n".join([
     '{"type":"entity","name":"Alice","entityType":"person","observations":["works at Acme","likes tea"]}',
@@ -210,3 +210,23 @@ def test_a_line_that_is_not_utf8_is_reported_and_the_other_lines_are_imported(tm
     report = import_files(memory, [source])
     assert report["problems"] == ["memory.jsonl:1: not UTF-8 (byte 0xE9 at column 29); save the file as UTF-8"]
     assert [e["name"] for e in memory.graph.read_graph()["entities"]] == ["Bakery"]  # nothing garbled ("Caf\ufffd")
+
+
+def test_fields_no_record_has_are_counted_in_the_report_and_refused_by_the_library(tmp_path, store_at):
+    """A file's own fields ("id", "colour") are not read; they were dropped without a word."""
+    source = tmp_path / "mixed.jsonl"
+    source.write_text("\n".join(json.dumps(r) for r in [
+        {"type": "memory", "id": 7, "content": "The build server is in Oslo", "colour": "red"},
+        {"type": "entity", "id": 8, "name": "Oslo", "entityType": "city", "observations": []},
+        LESSON]), encoding="utf-8")
+    memory = store_at("a.db")
+    report = import_files(memory, [source])
+    assert (report["memories"], report["entities"], report["lessons"], report["problems"]) == (1, 1, 1, [])
+    assert report["ignored"] == {"id": 3, "colour": 1}
+    with pytest.raises(InvalidInput, match=r"memory\.importnce: is not a known field"):
+        memory.import_memory({"content": "The staging server is in Bergen", "importnce": 0.9})
+    cli = subprocess.run([installed_entry_point(), "import", str(source)], capture_output=True, text=True,
+                         env={**os.environ, "YOURMEMORY_DB": str(tmp_path / "cli.db"), "YOURMEMORY_USER": "ada",
+                              "YOURMEMORY_HOME": str(tmp_path / "home")})
+    assert cli.returncode == 0, cli.stderr
+    assert "Fields no YourMemory record has, not read: 'colour' (1 records), 'id' (3 records)" in cli.stdout
