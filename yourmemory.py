@@ -2773,8 +2773,9 @@ class YourMemory:
         if api_key is None:
             return Caller(user)
         agent = self._authenticate(api_key)
-        if user_id is not None and agent.user != user:
-            raise InvalidInput("api_key", INVALID_KEY)  # a key is valid for its own user only
+        if user_id is not None and agent.user != user:  # a key is valid for its own user only
+            raise InvalidInput("api_key", f"{INVALID_KEY} for user {user!r} (a key acts for the user who registered "
+                                          "its agent; leave user_id out)")
         return agent
 
     def _authenticate(self, api_key: Any) -> Caller:
@@ -4737,8 +4738,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run_agent_command(memory: YourMemory, args) -> None:
     if args.agent_command == "register":
-        agent = memory.register_agent(args.agent_id, can_read=args.read, can_write=args.write,
-                                      description=args.description, rotate=args.rotate)
+        try:
+            agent = memory.register_agent(args.agent_id, can_read=args.read, can_write=args.write,
+                                          description=args.description, rotate=args.rotate)
+        except InvalidInput as error:  # named as the command line spells it
+            options = {"can_read": "--read", "can_write": "--write", "agent_id": "ID", "description": "--description"}
+            if error.field not in options:
+                raise
+            raise InvalidInput(options[error.field], str(error).split(": ", 1)[1]) from None
         print(f"{'Rotated' if agent['rotated'] else 'Registered'} agent {agent['agent_id']} of user {agent['user']} "
               f"(read: {', '.join(agent['can_read'])}; write: {', '.join(agent['can_write'])}).")
         print("Its API key, shown only this once (only its SHA-256 is stored):\n")

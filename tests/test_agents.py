@@ -159,8 +159,10 @@ def test_a_key_of_bobs_agent_cannot_act_for_ada_nor_read_her_memories(memory, te
                  lambda: memory.store("Bob's agent was here", user_id="ada", api_key=team.bob),
                  lambda: memory.get(secret.shared, user_id="ada", api_key=team.bob),
                  lambda: memory.stats(user_id="ada", api_key=team.bob)):
-        with pytest.raises(YourMemoryError):
+        with pytest.raises(YourMemoryError) as refused:
             call()
+        # says why: the key is valid, but not for the user named
+        assert str(refused.value).startswith(f"api_key: {INVALID} for user 'ada' (a key acts for the user who")
     assert snapshot(memory) == before
     # Without user_id the key speaks for bob, whose namespace is empty.
     assert memory.recall(SHARED, top_k=100, api_key=team.bob)["memoriesFound"] == 0

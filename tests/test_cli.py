@@ -226,6 +226,7 @@ def test_a_command_that_reads_a_database_refuses_a_path_with_none_and_creates_no
     (["--db", "", "stats"], "--db must not be empty"),
     (["--user", "  ", "stats"], "--user must not be empty"),
     (["audit", "--limit", "99999999999999999999999"], "limit: must be a positive integer"),
+    (["agent", "register", "coder", "--read", "public"], "--read: must be"),  # the option, not can_read
 ])
 def test_a_file_or_option_problem_is_one_line_naming_it(cli, tmp_path, args, says):
     folder, blocker = tmp_path / "exports", tmp_path / "blocker"
