@@ -3680,13 +3680,16 @@ same bytes.
 """
 
 EXPORT_FORMATS = ("jsonl", "lessons", "memories")
+IMPORT_BATCH = 25  # records between two progress reports
 # The fields each record type is read for; others (a tool's own "id", say) are counted in the report.
 RECORD_FIELDS = {"entity": ("name", "entityType", "observations"), "relation": ("from", "to", "relationType"),
                  "lesson": LESSON_FIELDS, "memory": MEMORY_RECORD_FIELDS}
 
 
-def import_files(memory: YourMemory, paths: Iterable[str | Path], *, user_id: str | None = None) -> dict:
-    """Import each file, or each memory*/lesson* file in a folder; one report for all."""
+def import_files(memory: YourMemory, paths: Iterable[str | Path], *, user_id: str | None = None,
+                 on_progress: Callable[[str, int, int], None] | None = None) -> dict:
+    """Import each file, or each memory*/lesson* file in a folder; one report for all.
+    ``on_progress(file name, records done, records in the file)`` is called as records go in."""
     report = {"files": [], "entities": 0, "relations": 0, "observations": 0, "lessons": 0, "memories": 0,
               "skipped": 0, "problems": [], "ignored": {}}
     for path in _import_targets(paths):
@@ -3694,7 +3697,10 @@ def import_files(memory: YourMemory, paths: Iterable[str | Path], *, user_id: st
         report["files"].append(str(path))
         report["skipped"] += skipped
         report["problems"] += problems
-        _import_records(memory, records, report, user_id, path.name)
+        for done in range(0, len(records), IMPORT_BATCH):
+            _import_records(memory, records[done:done + IMPORT_BATCH], report, user_id, path.name)
+            if on_progress:
+                on_progress(path.name, min(done + IMPORT_BATCH, len(records)), len(records))
     return report
 
 
@@ -4450,15 +4456,17 @@ def download(url: str, target: Path) -> None:
         partial.unlink(missing_ok=True)
 
 
-def progress(label: str, done: int, total: int) -> None:
+def progress(label: str, done: int, total: int, unit: str = "MB") -> None:
+    """A progress bar on stderr; ``unit`` "MB" shows bytes as megabytes, anything else counts as is."""
+    amount = (lambda n: f"{n / 1e6:.1f}") if unit == "MB" else str
     if total:
         filled = int(30 * done / total)
         bar = "#" * filled + "-" * (30 - filled)
-        sys.stderr.write(f"\r{label} [{bar}] {done / 1e6:7.1f}/{total / 1e6:.1f} MB")
+        sys.stderr.write(f"\r{label} [{bar}] {amount(done):>7}/{amount(total)} {unit}")
         if done >= total:
             sys.stderr.write("\n")
     else:
-        sys.stderr.write(f"\r{label} {done / 1e6:7.1f} MB")
+        sys.stderr.write(f"\r{label} {amount(done):>7} {unit}")
     sys.stderr.flush()
 
 
@@ -4700,7 +4708,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             elif command == "agent":
                 run_agent_command(memory, args)
             elif command == "import":
-                report = import_files(memory, args.paths)
+                report = import_files(memory, args.paths, on_progress=(
+                    (lambda name, done, total: progress(f"importing {name}", done, total, "records"))
+                    if sys.stderr.isatty() else None))  # a bar only where someone watches it
                 print_import_report(report)
                 return 1 if report["problems"] else 0
             elif command == "export":

@@ -230,3 +230,14 @@ def test_fields_no_record_has_are_counted_in_the_report_and_refused_by_the_libra
                               "YOURMEMORY_HOME": str(tmp_path / "home")})
     assert cli.returncode == 0, cli.stderr
     assert "Fields no YourMemory record has, not read: 'colour' (1 records), 'id' (3 records)" in cli.stdout
+
+
+def test_import_reports_its_progress_per_file(tmp_path, store_at):
+    source = tmp_path / "memories.jsonl"
+    source.write_text("\n".join(json.dumps({"type": "memory", "content": f"Server {i} is in rack {i % 7}"})
+                                for i in range(60)), encoding="utf-8")
+    seen = []
+    report = import_files(store_at("a.db"), [source], on_progress=lambda *step: seen.append(step))
+    assert report["memories"] == 60
+    assert seen[-1] == ("memories.jsonl", 60, 60) and len(seen) >= 3  # more than one step on a long file
+    assert [done for _, done, _ in seen] == sorted(done for _, done, _ in seen)
