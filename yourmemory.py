@@ -3692,15 +3692,21 @@ def import_files(memory: YourMemory, paths: Iterable[str | Path], *, user_id: st
     ``on_progress(file name, records done, records in the file)`` is called as records go in."""
     report = {"files": [], "entities": 0, "relations": 0, "observations": 0, "lessons": 0, "memories": 0,
               "skipped": 0, "problems": [], "ignored": {}}
-    for path in _import_targets(paths):
-        records, problems, skipped = _read_jsonl(path)
+    targets = _import_targets(paths)
+    names = [path.name for path in targets]
+    for path in targets:
+        label = path.name if names.count(path.name) == 1 else str(path)  # two folders' memory.json told apart
+        records, problems, skipped = _read_jsonl(path, label)
         report["files"].append(str(path))
         report["skipped"] += skipped
+        first = len(report["problems"])
         report["problems"] += problems
         for done in range(0, len(records), IMPORT_BATCH):
-            _import_records(memory, records[done:done + IMPORT_BATCH], report, user_id, path.name)
+            _import_records(memory, records[done:done + IMPORT_BATCH], report, user_id, label)
             if on_progress:
                 on_progress(path.name, min(done + IMPORT_BATCH, len(records)), len(records))
+        report["problems"][first:] = sorted(  # in line order, whether found reading or importing
+            report["problems"][first:], key=lambda problem: int(problem[len(label) + 1:].split(":", 1)[0]))
     return report
 
 
@@ -3721,7 +3727,7 @@ def _import_targets(paths: Iterable[str | Path]) -> list[Path]:
     return targets
 
 
-def _read_jsonl(path: Path) -> tuple[list[tuple[int, dict]], list[str], int]:
+def _read_jsonl(path: Path, label: str) -> tuple[list[tuple[int, dict]], list[str], int]:
     """(line number, record) pairs, problems with line numbers, and how many unknown records were skipped."""
     records, problems, skipped = [], [], 0
     try:
@@ -3732,7 +3738,7 @@ def _read_jsonl(path: Path) -> tuple[list[tuple[int, dict]], list[str], int]:
         try:  # line by line: one line in another encoding must not garble or stop the rest
             line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
         except UnicodeDecodeError as error:
-            problems.append(f"{path.name}:{number}: not UTF-8 (byte 0x{raw[error.start]:02X} at column "
+            problems.append(f"{label}:{number}: not UTF-8 (byte 0x{raw[error.start]:02X} at column "
                             f"{error.start + 1}); save the file as UTF-8")
             continue
         if not line.strip():
@@ -3740,7 +3746,7 @@ def _read_jsonl(path: Path) -> tuple[list[tuple[int, dict]], list[str], int]:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as error:
-            problems.append(f"{path.name}:{number}: not JSON ({error.msg})")
+            problems.append(f"{label}:{number}: not JSON ({error.msg})")
             continue
         if not isinstance(record, dict) or record.get("type") not in ("entity", "relation", "lesson", "memory"):
             skipped += 1

@@ -241,3 +241,17 @@ def test_import_reports_its_progress_per_file(tmp_path, store_at):
     assert report["memories"] == 60
     assert seen[-1] == ("memories.jsonl", 60, 60) and len(seen) >= 3  # more than one step on a long file
     assert [done for _, done, _ in seen] == sorted(done for _, done, _ in seen)
+
+
+def test_problems_come_in_line_order_and_two_files_of_one_name_are_told_apart(tmp_path, store_at):
+    for folder in ("work", "home"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "memory.json").write_text("\n".join([
+            '{"type":"entity","name":"Ada","entityType":"person","observations":[]}',
+            '{"type":"relation","from":"Ada","to":"Nobody","relationType":"knows"}',  # found while importing
+            "not json",                                                                # found while reading
+        ]), encoding="utf-8")
+    report = import_files(store_at("a.db"), [tmp_path / "work", tmp_path / "home"])
+    assert [p.split(": ")[0] for p in report["problems"]] == [
+        f"{tmp_path / 'work' / 'memory.json'}:2", f"{tmp_path / 'work' / 'memory.json'}:3",
+        f"{tmp_path / 'home' / 'memory.json'}:2", f"{tmp_path / 'home' / 'memory.json'}:3"]
