@@ -181,8 +181,9 @@ UPDATE_MIN_SIMILARITY = 0.45
 RESTATEMENT_MIN_SIMILARITY = 0.8
 # Recall ranks a newer value of a fact above an older one when the two are related: an announced
 # restatement (a change word, the same subject, another value) at cosine >= 0.4, an announced change
-# of the same fact at 0.3 ("Issue tracking moved to Linear" / "We track issues in Jira": 0.37). The stale-fact benchmark tried 0.2 and 0 for announcements. "The same subject" is a loose test
-# (any two facts about Acme have it): unannounced, 35 of the 37 moves it made alone on the three seen
+# of the same fact at 0.3 ("Issue tracking moved to Linear" / "We track issues in Jira": 0.37). The
+# stale-fact benchmark tried 0.2 and 0 for announcements. "The same subject" is a loose test (any two
+# facts about Acme have it): unannounced, 35 of the 37 moves it made alone on the three seen
 # stale-fact files put another fact first ("Bob likes a light colour theme" above "Bob has moved over to
 # VS Code"), against 6 of 14 announced ones.
 NEWER_FIRST_MIN_SIMILARITY = 0.4
@@ -2735,7 +2736,8 @@ class YourMemory:
     def import_memory(self, record: Any, *, user_id: str | None = None) -> int:
         """Restore one exported memory with its timestamps and recall count; 0 if already present."""
         caller = self._caller(user_id, None)
-        record = _check_mapping(record, "memory", ("content",), optional=MEMORY_RECORD_FIELDS[1:])
+        record = _check_mapping(record, "memory", ("content",),  # "type": a line of the export file, as is
+                                optional=MEMORY_RECORD_FIELDS[1:] + ("type",))
         content = _check_text(record["content"], "content", MAX_CONTENT_CHARS)
         importance = _check_importance(record.get("importance", 0.5))
         category, _ = _check_category(record.get("category"), content)

@@ -225,6 +225,7 @@ def test_fields_no_record_has_are_counted_in_the_report_and_refused_by_the_libra
     assert report["ignored"] == {"id": 3, "colour": 1}
     with pytest.raises(InvalidInput, match=r"memory\.importnce: is not a known field"):
         memory.import_memory({"content": "The staging server is in Bergen", "importnce": 0.9})
+    assert memory.import_memory({"type": "memory", "content": "The staging server is in Bergen"}) == 1  # a file line
     cli = subprocess.run([installed_entry_point(), "import", str(source)], capture_output=True, text=True,
                          env={**os.environ, "YOURMEMORY_DB": str(tmp_path / "cli.db"), "YOURMEMORY_USER": "ada",
                               "YOURMEMORY_HOME": str(tmp_path / "home")})
