@@ -206,7 +206,7 @@ BAD_CALLS = [
     ("recall_memory", {"query": "build tool", "top_k": 101}, "top_k"),
     ("recall_memory", {"query": "build tool", "api_key": "ym_not_a_key"}, "api_key"),
     # unknown (misspelt) arguments fail, naming themselves, instead of being dropped in silence
-    ("store_memory", {"content": "The build uses Bazel", "importanc": 0.9}, "importanc"),
+    ("store_memory", {"content": "The build uses Bazel", "importnce": 0.9}, "importnce"),  # not within "importance"
     ("recall_memory", {"query": "build tool", "topk": 3}, "topk"),
     ("create_entities", {"entities": [{"name": "Bazel", "entityType": "tool", "observations": ["fast"],
                                        "notes": "hermetic"}]}, "notes"),
