@@ -3717,8 +3717,8 @@ def _import_targets(paths: Iterable[str | Path]) -> list[Path]:
     for raw in paths:
         path = Path(raw).expanduser()
         if path.is_dir():
-            found = sorted(p for p in path.iterdir() if p.is_file() and re.fullmatch(
-                r"(memory|lesson)(-\d+)?\.jsonl?|memories\.jsonl", p.name))
+            found = sorted((p for p in path.iterdir() if p.is_file() and re.fullmatch(
+                r"(memory|lesson)(-\d+)?\.jsonl?|memories\.jsonl", p.name)), key=_import_order)
             if not found:
                 raise InvalidInput("path", f"{path} holds no memory.jsonl, memory.json, memory-N.json or lesson.json")
             targets += found
@@ -3727,6 +3727,13 @@ def _import_targets(paths: Iterable[str | Path]) -> list[Path]:
         else:
             raise InvalidInput("path", f"{path} does not exist")
     return targets
+
+
+def _import_order(path: Path) -> tuple:
+    """memory.json, memory-1.json, ... (the graph, lessons as plain entities, in the order they were made),
+    then lesson.json, whose records complete those entities: entities keep their order in a round trip."""
+    match = re.search(r"-(\d+)\.", path.name)
+    return path.name.startswith("lesson"), int(match.group(1)) if match else 0, path.name
 
 
 def _read_jsonl(path: Path, label: str) -> tuple[list[tuple[int, dict]], list[str], int]:

@@ -256,3 +256,19 @@ def test_problems_come_in_line_order_and_two_files_of_one_name_are_told_apart(tm
     assert [p.split(": ")[0] for p in report["problems"]] == [
         f"{tmp_path / 'work' / 'memory.json'}:2", f"{tmp_path / 'work' / 'memory.json'}:3",
         f"{tmp_path / 'home' / 'memory.json'}:2", f"{tmp_path / 'home' / 'memory.json'}:3"]
+
+
+def test_a_folder_round_trip_keeps_the_order_of_entities_and_lessons(tmp_path, store_at):
+    """lesson.json used to be read first, so lessons moved ahead of the entities made before them."""
+    first = store_at("a.db")
+    first.graph.create_entities([{"name": "Alice", "entityType": "person", "observations": ["likes tea"]}])
+    first.lessons.create_lesson({key: value for key, value in LESSON.items() if key not in ("type", "id")})
+    first.graph.create_entities([{"name": "Bob", "entityType": "person", "observations": ["plays chess"]}])
+    folder = tmp_path / "moved"
+    folder.mkdir()
+    (folder / "memory.json").write_text(export_records(first, "jsonl"), encoding="utf-8")
+    (folder / "lesson.json").write_text(export_records(first, "lessons"), encoding="utf-8")
+    second = store_at("b.db")
+    assert import_files(second, [folder])["problems"] == []
+    assert export_records(second, "jsonl") == export_records(first, "jsonl")
+    assert export_records(second, "lessons") == export_records(first, "lessons")
