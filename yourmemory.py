@@ -4703,12 +4703,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"Restored {report['database']} from {report['backup']}: {report['counts']['memories']} memories")
             print(format_doctor_report(report))
             return 0 if report["ok"] else 1
-        if command in READS_A_DATABASE:
+        if command in READS_A_DATABASE or (command == "agent" and args.agent_command in ("list", "revoke")):
             default_user(), sqlite_module()  # a bad $YOURMEMORY_USER or SQLite binding is the first thing to fix
-        if command in READS_A_DATABASE and not default_db_path().exists():
-            # A mistyped --db must not be answered from a new, empty database it would also create.
-            raise StorageError(f"no database at {default_db_path()} (check --db or $YOURMEMORY_DB; `yourmemory "
-                               "setup`, `serve` or `import` creates one)")
+            if not default_db_path().exists():
+                # A mistyped --db must not be answered from a new, empty database it would also create.
+                raise StorageError(f"no database at {default_db_path()} (check --db or $YOURMEMORY_DB; "
+                                   "`yourmemory setup`, `serve`, `import` or `agent register` creates one)")
         with YourMemory() as memory:
             if command == "serve":
                 serve(memory)

@@ -207,7 +207,7 @@ def test_audit_of_a_memory_with_no_entries_says_so_rather_than_printing_nothing(
 
 
 @pytest.mark.parametrize("command", [["stats"], ["export"], ["doctor"], ["audit"], ["prune"], ["restore", "1"],
-                                     ["backup", "{tmp}/backup.db"]])
+                                     ["backup", "{tmp}/backup.db"], ["agent", "list"], ["agent", "revoke", "coder"]])
 def test_a_command_that_reads_a_database_refuses_a_path_with_none_and_creates_nothing(tmp_path, command):
     typo = tmp_path / "typo" / "memroy.db"
     env = {**os.environ, "YOURMEMORY_USER": USER, "YOURMEMORY_HOME": str(tmp_path / "home")}
@@ -222,7 +222,8 @@ def test_a_command_that_reads_a_database_refuses_a_path_with_none_and_creates_no
     (["export", "-o", "{folder}"], "output: {folder} is a folder"),
     (["export", "-o", "{blocker}/out.jsonl"], "output: cannot create the folder {blocker}"),
     (["export", "-o", ""], "output: must be a file path"),
-    (["--db", "{blocker}/memory.db", "agent", "list"], "cannot create the folder {blocker} for the database"),
+    (["--db", "{blocker}/memory.db", "agent", "register", "coder"],
+     "cannot create the folder {blocker} for the database"),
     (["--db", "", "stats"], "--db must not be empty"),
     (["--user", "  ", "stats"], "--user must not be empty"),
     (["audit", "--limit", "99999999999999999999999"], "limit: must be a positive integer"),
