@@ -1070,7 +1070,15 @@ CATEGORY_RULES = (
     ("assumption", re.compile(r"\b(probably|maybe|perhaps|might|likely|seems?|i think|i guess|i suspect|"
                               r"assum(e|ed|ing|ption)|presumably|not sure|unclear whether)\b", re.I)),
 )
-_SPEAKER = re.compile(r"^\s*([A-Z][\w .'-]{0,40}):\s+(?=\S)")
+# "Ada: ..." or "Dr. Ada Lovelace: ...": up to four capitalised words, then a colon. Not a label a note
+# opens with ("Decision: we moved CI to Buildkite"), nor a phrase ("Indentation preference: 4 spaces").
+NOTE_LABELS = ("note", "notes", "nb", "ps", "fyi", "todo", "update", "edit", "correction", "decision", "summary",
+               "context", "background", "problem", "issue", "bug", "error", "warning", "caveat", "fix", "solution",
+               "workaround", "cause", "reason", "result", "status", "tip", "idea", "goal", "task", "plan", "lesson",
+               "rule", "fact", "assumption", "strategy", "failure", "preference", "reminder", "important",
+               "question", "answer", "example", "source")
+_SPEAKER = re.compile(r"^\s*(?!(?i:" + "|".join(NOTE_LABELS) + r")\s*:)"
+                      r"([A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,3}):\s+(?=\S)")
 _SENTENCE = re.compile(r"[^.!?]+[.!?]*")
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'])")
 

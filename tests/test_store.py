@@ -47,9 +47,28 @@ def test_pure_questions_are_refused(memory, question):
     "Caroline: I finally finished the painting; want to see it?",
     "We moved the API to Go. Any objections?",
     "The user prefers tabs?! No, spaces.",
+    "The question was: should we use Redis for caching sessions?",  # "The question was" is no speaker
 ])
 def test_a_turn_that_also_states_something_is_kept(memory, statement):
     assert memory.store(statement)["action"] == "store"
+
+
+@pytest.mark.parametrize("text, said_by", [
+    ("Ada: I moved to Lyon", "ada"),
+    ("Dr. Ada Lovelace: the engine runs", "dr. ada lovelace"),
+    ("Decision: our CI now runs on Buildkite", None),  # a note's label, not a speaker
+    ("TODO: rotate the staging keys", None),
+    ("Indentation preference: 4 spaces", None),  # a phrase, not a name
+])
+def test_a_speaker_is_a_name_before_a_colon_not_a_label_or_a_phrase(text, said_by):
+    assert yourmemory.speaker(text) == said_by
+
+
+def test_a_labelled_note_can_announce_a_change(memory):
+    """Read as said by "Decision", it was a quote, which only a word-for-word change replaces."""
+    old = memory.store("We use Jenkins for CI")
+    new = memory.store("Decision: our CI now runs on Buildkite")
+    assert (new["action"], new.get("supersededId")) == ("supersede", old["id"])
 
 
 @pytest.mark.parametrize("kwargs, field", [
