@@ -1968,6 +1968,31 @@ MEMORY_COLUMNS = ("id, user_id, agent_id, visibility, source, content, category,
                   "created_at, updated_at, last_accessed_at, pruned_at, predicate, follows, parse")
 
 
+class _OpenLock:
+    """The store's lock (re-entrant), which also knows that the store was closed: every method takes it
+    first, so a closed store says so instead of failing deep in SQLite ("Cannot operate on a closed
+    database", a ProgrammingError from some methods)."""
+
+    def __init__(self):
+        self._lock, self.closed = threading.RLock(), False
+
+    def __enter__(self):
+        self._lock.acquire()
+        if self.closed:
+            self._lock.release()
+            raise StorageError("this YourMemory was closed (close() or the end of its with block); open a new one")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._lock.release()
+
+    def close(self, closing: Callable[[], None]) -> None:
+        with self._lock:
+            if not self.closed:
+                closing()
+                self.closed = True
+
+
 def iso(timestamp: float | None) -> str | None:
     if timestamp is None:
         return None
@@ -1988,7 +2013,7 @@ class YourMemory:
         self.user = _check_user(user if user is not None else default_user(), "user")
         self.clock = clock
         self.embedder = embedder or Embedder()
-        self._lock = threading.RLock()
+        self._lock = _OpenLock()
         self.vectors = VectorIndex()
         self.db = connect(self.path)
         self.read_only = database_is_read_only(self.path)
@@ -1996,8 +2021,8 @@ class YourMemory:
         self.lessons = Lessons(self)
 
     def close(self) -> None:
-        with self._lock:
-            self.db.close()
+        """Close the database; calling it again does nothing, any other method then fails saying so."""
+        self._lock.close(self.db.close)
 
     def load_vector_index(self) -> None:
         """Read the vector sketches now rather than at the first search (servers do it at start)."""

@@ -146,3 +146,16 @@ def test_a_database_opens_and_answers_reads_while_another_process_holds_the_writ
     finally:
         writer.execute("ROLLBACK")
         writer.close()
+
+
+def test_a_closed_store_says_so_from_every_method_and_closes_twice_quietly(db_path, embedder):
+    """stats() after close() was a ProgrammingError from SQLite, recall() 'database error on the database'."""
+    memory = YourMemory(db_path, user="ada", embedder=embedder)
+    memory.store("The build uses Bazel")
+    memory.close()
+    memory.close()
+    for call in (memory.stats, lambda: memory.recall("build"), lambda: memory.store("CI runs on Buildkite"),
+                 memory.doctor, memory.prune, memory.list_agents, lambda: memory.graph.read_graph(),
+                 lambda: memory.lessons.all()):
+        with pytest.raises(yourmemory.StorageError, match="this YourMemory was closed"):
+            call()
