@@ -1077,8 +1077,9 @@ NOTE_LABELS = ("note", "notes", "nb", "ps", "fyi", "todo", "update", "edit", "co
                "workaround", "cause", "reason", "result", "status", "tip", "idea", "goal", "task", "plan", "lesson",
                "rule", "fact", "assumption", "strategy", "failure", "preference", "reminder", "important",
                "question", "answer", "example", "source")
-_SPEAKER = re.compile(r"^\s*(?!(?i:" + "|".join(NOTE_LABELS) + r")\s*:)"
-                      r"([A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,3}):\s+(?=\S)")
+_SPEAKER = re.compile(r"^\s*(?!(?i:" + "|".join(NOTE_LABELS) + r")\s*:)"  # "Ludwig van Beethoven:" too
+                      r"([A-Z][\w.'-]*(?: (?:(?:van|von|de|da|del|der|di|du|la|le|bin|al) )?[A-Z][\w.'-]*){0,3})"
+                      r":\s+(?=\S)")
 _SENTENCE = re.compile(r"[^.!?]+[.!?]*")
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'])")
 

@@ -56,6 +56,7 @@ def test_a_turn_that_also_states_something_is_kept(memory, statement):
 @pytest.mark.parametrize("text, said_by", [
     ("Ada: I moved to Lyon", "ada"),
     ("Dr. Ada Lovelace: the engine runs", "dr. ada lovelace"),
+    ("Ludwig van Beethoven: I moved to Vienna", "ludwig van beethoven"),
     ("Decision: our CI now runs on Buildkite", None),  # a note's label, not a speaker
     ("TODO: rotate the staging keys", None),
     ("Indentation preference: 4 spaces", None),  # a phrase, not a name
