@@ -249,3 +249,20 @@ def test_an_impossible_decay_interval_is_refused_by_name(monkeypatch, value):
 def test_a_decay_interval_in_seconds_is_taken(monkeypatch):
     monkeypatch.setenv("YOURMEMORY_DECAY_INTERVAL", "90.5")
     assert yourmemory.decay_interval() == 90.5
+
+
+def test_a_decay_run_cut_short_by_shutdown_is_no_failure_but_a_closed_store_otherwise_is(db_path, embedder, capsys):
+    """A server stops its timer, then closes the store; a run already under way then met the closed store
+    and logged 'decay job failed', which the reliability stress counts as a failure."""
+    memory = YourMemory(db_path, user="ada", embedder=embedder)
+    memory.close()
+    stopping = yourmemory.DecayTimer(memory, interval=3600)
+    stopping.stopped.is_set = iter([False, True]).__next__  # the run starts before stop() lands, fails after it
+    stopping.stopped.wait = lambda timeout: None  # never wait out the interval here, whatever the code does
+    stopping.run()
+    assert "decay job failed" not in capsys.readouterr().err
+    running = yourmemory.DecayTimer(memory, interval=3600)
+    running.stopped.is_set = iter([False, False, True]).__next__
+    running.stopped.wait = lambda timeout: None
+    running.run()
+    assert "decay job failed: this YourMemory was closed" in capsys.readouterr().err

@@ -65,6 +65,14 @@ def test_a_speaker_is_a_name_before_a_colon_not_a_label_or_a_phrase(text, said_b
     assert yourmemory.speaker(text) == said_by
 
 
+def test_two_like_events_of_one_person_are_both_kept(memory):
+    """Very close, same subject, other objects: a restatement by the rule for facts, but an event stays true
+    when a similar one follows (the reliability stress met such pairs and lost one of them)."""
+    first = memory.store("Quentin cleaned the wooden observatory near the east gate at dawn, reference zs1u48z.")
+    second = memory.store("Quentin cleaned the tall clocktower near the salt marsh at midnight, reference zs2s139z.")
+    assert second["action"] == "store" and memory.get(first["id"])["status"] == "active"
+
+
 def test_a_labelled_note_can_announce_a_change(memory):
     """Read as said by "Decision", it was a quote, which only a word-for-word change replaces."""
     old = memory.store("We use Jenkins for CI")
