@@ -3266,8 +3266,9 @@ class KnowledgeGraph:
                        ym_contains(e.name, :q) OR ym_contains(e.entity_type, :q) OR EXISTS (
                        SELECT 1 FROM observations AS o WHERE o.entity_id = e.id AND ym_contains(o.content, :q)))
                    ORDER BY e.id""", {"user": caller.user, "q": query})]
-            # Observations enough for ``limit`` entities past the matched ones (most have a few each).
-            wanted = 4 * (limit + len(matched))
+            # Observations enough for ``limit`` entities past the matched ones (most have a few each); a query
+            # matching most of the graph ("a") must not make the search read all of it.
+            wanted = 4 * (limit + min(len(matched), MAX_TOP_K))
             related = [] if vector is None else [entity_id for entity_id in self._related_entities(
                 query, vector, caller, wanted) if entity_id not in matched]
             return self._subgraph(matched + related[:limit])
@@ -3516,9 +3517,9 @@ class Lessons:
         with self.memory._lock, transaction(self.db):
             now = self.memory.clock()
             entity_id = self._plain_entity(caller.user, lesson["name"]) if complete_plain_entity else None
-            if entity_id is None and self.graph._entity_ids(caller.user, [lesson["name"]]):
-                raise InvalidInput("lesson.name", f"an entity named {lesson['name']!r} already exists")
             if entity_id is None:
+                if self.graph._entity_ids(caller.user, [lesson["name"]]):
+                    raise InvalidInput("lesson.name", f"an entity named {lesson['name']!r} already exists")
                 entity_id = self.db.execute(
                     "INSERT INTO entities (user_id, name, entity_type, created_at) VALUES (?, ?, 'lesson', ?)",
                     (caller.user, lesson["name"], now)).lastrowid
@@ -3744,17 +3745,15 @@ def import_files(memory: YourMemory, paths: Iterable[str | Path], *, user_id: st
     names = [path.name for path in targets]
     for path in targets:
         label = path.name if names.count(path.name) == 1 else str(path)  # two folders' memory.json told apart
-        records, problems, skipped = _read_jsonl(path, label)
+        records, problems, skipped = _read_jsonl(path)  # problems: (line number, what is wrong)
         report["files"].append(str(path))
         report["skipped"] += skipped
-        first = len(report["problems"])
-        report["problems"] += problems
         for done in range(0, len(records), IMPORT_BATCH):
-            _import_records(memory, records[done:done + IMPORT_BATCH], report, user_id, label)
+            problems += _import_records(memory, records[done:done + IMPORT_BATCH], report, user_id)
             if on_progress:
                 on_progress(path.name, min(done + IMPORT_BATCH, len(records)), len(records))
-        report["problems"][first:] = sorted(  # in line order, whether found reading or importing
-            report["problems"][first:], key=lambda problem: int(problem[len(label) + 1:].split(":", 1)[0]))
+        # In line order, whether found reading or importing.
+        report["problems"] += [f"{label}:{number}: {problem}" for number, problem in sorted(problems)]
     return report
 
 
@@ -3782,8 +3781,8 @@ def _import_order(path: Path) -> tuple:
     return path.name.startswith("lesson"), int(match.group(1)) if match else 0, path.name
 
 
-def _read_jsonl(path: Path, label: str) -> tuple[list[tuple[int, dict]], list[str], int]:
-    """(line number, record) pairs, problems with line numbers, and how many unknown records were skipped."""
+def _read_jsonl(path: Path) -> tuple[list[tuple[int, dict]], list[tuple[int, str]], int]:
+    """(line number, record) pairs, (line number, problem) pairs, and how many unknown records were skipped."""
     records, problems, skipped = [], [], 0
     try:
         data = path.read_bytes()
@@ -3793,15 +3792,15 @@ def _read_jsonl(path: Path, label: str) -> tuple[list[tuple[int, dict]], list[st
         try:  # line by line: one line in another encoding must not garble or stop the rest
             line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
         except UnicodeDecodeError as error:
-            problems.append(f"{label}:{number}: not UTF-8 (byte 0x{raw[error.start]:02X} at column "
-                            f"{error.start + 1}); save the file as UTF-8")
+            problems.append((number, f"not UTF-8 (byte 0x{raw[error.start]:02X} at column {error.start + 1}); "
+                                     "save the file as UTF-8"))
             continue
         if not line.strip():
             continue
         try:
             record = json.loads(line)
         except json.JSONDecodeError as error:
-            problems.append(f"{label}:{number}: not JSON ({error.msg})")
+            problems.append((number, f"not JSON ({error.msg})"))
             continue
         if not isinstance(record, dict) or record.get("type") not in ("entity", "relation", "lesson", "memory"):
             skipped += 1
@@ -3810,8 +3809,10 @@ def _read_jsonl(path: Path, label: str) -> tuple[list[tuple[int, dict]], list[st
     return records, problems, skipped
 
 
-def _import_records(memory: YourMemory, records: list[tuple[int, dict]], report: dict, user_id: str | None,
-                    source: str) -> None:
+def _import_records(memory: YourMemory, records: list[tuple[int, dict]], report: dict,
+                    user_id: str | None) -> list[tuple[int, str]]:
+    """Import the records, counting them in ``report``; the (line number, problem) pairs of those refused."""
+    problems = []
     graph = memory.graph
     for number, record in records:
         try:
@@ -3839,7 +3840,8 @@ def _import_records(memory: YourMemory, records: list[tuple[int, dict]], report:
                 report["memories"] += memory.import_memory(
                     {key: record[key] for key in MEMORY_RECORD_FIELDS if key in record}, user_id=user_id)
         except YourMemoryError as error:
-            report["problems"].append(f"{source}:{number}: {error}")
+            problems.append((number, str(error)))
+    return problems
 
 
 def _import_lesson(memory: YourMemory, record: dict, user_id: str | None) -> int:
@@ -4752,7 +4754,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(format_doctor_report(report))
             return 0 if report["ok"] else 1
         if command in READS_A_DATABASE or (command == "agent" and args.agent_command in ("list", "revoke")):
-            default_user(), sqlite_module()  # a bad $YOURMEMORY_USER or SQLite binding is the first thing to fix
+            default_user()  # a bad $YOURMEMORY_USER or SQLite binding is the first thing to fix
+            sqlite_module()
             if not default_db_path().exists():
                 # A mistyped --db must not be answered from a new, empty database it would also create.
                 raise StorageError(f"no database at {default_db_path()} (check --db or $YOURMEMORY_DB; "
