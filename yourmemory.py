@@ -609,6 +609,8 @@ def _connect(path: str | Path):
         except OSError as error:
             raise StorageError(f"cannot create the folder {folder} for the database {path}: "
                                f"{error.strerror or error}") from None
+    if read_only:
+        refuse_unapplied_log(path)
     conn = open_raw(path, read_only=read_only)
     try:
         refuse_newer_schema(conn)  # before anything that could write, such as switching the journal mode
@@ -656,6 +658,16 @@ def database_is_read_only(path: str | Path) -> bool:
         return False
     file = Path(path).expanduser()
     return file.is_file() and not (os.access(file, os.W_OK) and os.access(file.parent, os.W_OK))
+
+
+def refuse_unapplied_log(path: str | Path) -> None:
+    """A read-only database opens immutable (its folder may not hold a -shm file), and so would not see
+    changes still in its -wal file: answering from an older state would show forgotten memories and hide
+    new ones. Refuse instead."""
+    log = Path(f"{Path(path).expanduser()}-wal")
+    if log.is_file() and log.stat().st_size > 0:
+        raise StorageError(f"{path} is read-only and has changes in {log.name} that only a writable copy can "
+                           "read; copy it with its -wal file to a writable folder (or make this one writable)")
 
 
 def refuse_newer_schema(conn) -> None:
@@ -4780,7 +4792,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print_import_report(report)
                 return 1 if report["problems"] else 0
             elif command == "export":
-                write_export(export_records(memory, args.format), args.output)
+                write_export(export_records(memory, args.format), args.output, database=memory.path)
             elif command == "doctor":
                 report = memory.doctor()
                 print(json.dumps(report, indent=2) if args.json else format_doctor_report(report))
@@ -4851,12 +4863,15 @@ def print_import_report(report: dict) -> None:
         print(f"  not imported: {problem}", file=sys.stderr)
 
 
-def write_export(text: str, output: str | None) -> None:
+def write_export(text: str, output: str | None, *, database: str | Path | None = None) -> None:
     if output is None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
     target = _output_path(output, "output")
+    if database is not None and is_database_file(target, database):
+        raise InvalidInput("output", f"{target} is the database itself (or its -wal / -shm file); "
+                                     "writing the export there would destroy it")
     partial = target.with_name(target.name + ".partial")
     try:
         partial.write_text(text, encoding="utf-8")
@@ -4865,6 +4880,14 @@ def write_export(text: str, output: str | None) -> None:
         partial.unlink(missing_ok=True)
         raise InvalidInput("output", f"cannot write {target}: {error.strerror or error}") from None
     print(f"Wrote {target}", file=sys.stderr)
+
+
+def is_database_file(path: Path, database: str | Path) -> bool:
+    """Is ``path`` the database file or one of its -wal / -shm companions (however the path is spelled)?"""
+    if str(database) == ":memory:":
+        return False
+    main = Path(database).expanduser().resolve()
+    return Path(path).expanduser().resolve() in {main, Path(f"{main}-wal"), Path(f"{main}-shm")}
 
 
 def format_doctor_report(report: dict) -> str:

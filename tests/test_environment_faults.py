@@ -43,7 +43,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 import yourmemory
-from yourmemory import ModelMissing, SchemaTooNew, YourMemory, YourMemoryError
+from yourmemory import ModelMissing, SchemaTooNew, StorageError, YourMemory, YourMemoryError
 
 USER = "ada"
 MEMORIES = [  # (content, importance, category); ids 1..5 in this order
@@ -1004,3 +1004,31 @@ def test_cli_and_server_refuse_a_newer_schema_in_one_line_and_change_nothing(see
         line = assert_clear_cli_failure(result, r"schema version", f"`yourmemory {' '.join(args)}` on a newer schema")
         assert_schema_message(line, newer)
         assert sha256(seeded_db) == digest, f"`yourmemory {' '.join(args)}` changed a newer database"
+
+
+def test_a_read_only_database_with_changes_still_in_its_wal_is_refused_not_read_stale(seeded_db, embedder):
+    """Opened read-only, SQLite reads the file as immutable and would not see what a crashed writer left in
+    the -wal file: a forgotten memory would come back and new ones would be missing. Say so instead."""
+    change = ("import os, sys, yourmemory\n"
+              "conn = yourmemory.connect(sys.argv[1])\n"
+              "conn.execute('PRAGMA wal_autocheckpoint = 0')\n"
+              "conn.execute(\"UPDATE memories SET importance = 0.99 WHERE id = 1\")\n"
+              "os._exit(0)  # like a crash: no checkpoint, the change stays in the -wal file\n")
+    subprocess.run([sys.executable, "-c", change, str(seeded_db)], check=True, timeout=120)
+    assert Path(f"{seeded_db}-wal").stat().st_size > 0
+    with read_only(seeded_db.parent) as folder:
+        with pytest.raises(StorageError, match="-wal"):
+            YourMemory(folder / seeded_db.name, user=USER, embedder=embedder)
+        result = run_cli(folder / seeded_db.name, "stats", cwd=seeded_db.parent.parent)
+    assert result.returncode == 1 and "Traceback" not in result.stderr and "-wal" in result.stderr, result.stderr
+    with YourMemory(seeded_db, user=USER, embedder=embedder) as memory:  # writable again: the change is there
+        assert memory.get(1)["importance"] == 0.99
+
+
+def test_export_onto_the_database_itself_is_refused(seeded_db):
+    before = seeded_db.read_bytes()
+    for target in (seeded_db, Path(f"{seeded_db}-wal"), seeded_db.parent / "." / seeded_db.name):
+        result = run_cli(seeded_db, "export", "--format", "memories", "-o", str(target))
+        assert result.returncode == 1 and "output" in result.stderr and "database itself" in result.stderr, \
+            result.stderr
+    assert seeded_db.read_bytes() == before
