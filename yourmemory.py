@@ -173,6 +173,11 @@ TIME_UNITS = {"minute", "hour", "day", "night", "morning", "evening", "week", "w
 PHRASAL_UPDATES = {("take", "over"), ("go", "live")}  # "Lee took over as release manager"
 UPDATE_MARKERS = {"now", "instead", "anymore", "nowadays", "longer",  # "no longer" parses as no + longer
                   "since", "again", "today", "back"}
+MANY_VALUED_VERBS = {"support", "speak", "approve", "review", "include", "contain", "offer", "accept", "allow",
+                     "know", "attend", "play", "visit", "enjoy", "own", "maintain"}  # hold several values at once
+TENSE_WORDS = {"am", "is", "are", "was", "were", "has", "have", "had", "will", "used"}
+POSSIBILITY_MODALS = {"might", "may", "could", "would", "should"}  # "we might move ..." has not moved
+ADDITION_WORDS = {"another", "also", "too", "additional", "additionally", "besides"}  # one more, not a new value
 NEWNESS_WORDS = {"new", "newest", "latest", "current", "currently"}  # only when said of the fact itself
 # A value written in digits ("3.11", "$30k", "port 8080") is replaced by another such value, not by a name.
 NUMERIC_VALUE = re.compile(r"[v$#]?\d[\d.,:/]*(k|m|gb|mb|kb|ms|s|h|%)?")
@@ -1132,10 +1137,15 @@ def adds_nothing(old: str, new: str) -> bool:
     content words in the old text's order: "Deploys are allowed on Fridays" reverses "Deploys are never
     allowed on Fridays", and "Ada prefers spaces over tabs" reverses "Ada prefers tabs over spaces"."""
     old_words, new_words = _content_sequence(old), _content_sequence(new)
-    if not set(new_words) <= set(old_words) or _negations(old) != _negations(new):
+    if not set(new_words) <= set(old_words) or _negations(old) != _negations(new) or _tense(old) != _tense(new):
         return False
     in_old_order = iter(old_words)
     return all(word in in_old_order for word in new_words)  # a subsequence: each found after the last
+
+
+def _tense(text: str) -> list[str]:
+    """The tense words of a text: "Sofia was pregnant" says something new after "Sofia is pregnant"."""
+    return [w for w in _WORD.findall(text.lower()) if w in TENSE_WORDS]
 
 
 def _negations(text: str) -> int:
@@ -1316,6 +1326,11 @@ def contradicts(old_doc, new_doc) -> bool:
         return False
     if any(t.pos_ in ("VERB", "AUX") or t.lower_ in NEGATIONS for span in spans for t in span):
         return False
+    if (any(_in_subject(t) for span in spans for t in span)
+            and not (_names_role_holder(old_doc) and _names_role_holder(new_doc))):
+        return False  # "My father lives in Hamburg" is about someone else than "My mother lives in Hamburg"
+    if any(_of_an_adjective(t) for t in spans[1]):
+        return False  # "allergic to kiwi" adds to "allergic to peanuts": such a relation holds many values
     if not all(any(t.pos_ in ("NOUN", "PROPN", "NUM", "ADJ") for t in span) for span in spans):
         return False
     if _numeric(spans[0]) != _numeric(spans[1]):
@@ -1325,6 +1340,27 @@ def contradicts(old_doc, new_doc) -> bool:
         return False  # "is allergic to peanuts" is not a new value of "is vegetarian", nor "works in
         # humanitarian logistics" of "works at the Red Cross": another relation, another fact
     return _holds_one_value(new_doc)
+
+
+def _in_subject(token) -> bool:
+    """Is the token the main clause's subject or part of it ("staging" in "the staging database",
+    "mother" in "my mother's birthday", "staging" in "Deploys to staging")?"""
+    return any(t.dep_ in ("nsubj", "nsubjpass") and t.head.dep_ == "ROOT" for t in [token, *token.ancestors])
+
+
+def _names_role_holder(doc) -> bool:
+    """"Tom is the product manager", "Kenji is our tech lead": the subject holds a role one person holds at a
+    time (said with "the" or a possessive), so a new subject is the role's new value."""
+    sentence = next(iter(doc.sents), None)
+    if sentence is None or sentence.root.lemma_.lower() != "be":
+        return False
+    return any(child.dep_ == "attr" and any(d.dep_ == "poss" or d.lower_ == "the" for d in child.children)
+               for child in sentence.root.children)
+
+
+def _of_an_adjective(token) -> bool:
+    """A value through an adjective's preposition: "allergic to kiwi", "fluent in Spanish", "good at chess"."""
+    return token.dep_ == "pobj" and token.head.dep_ == "prep" and token.head.head.pos_ == "ADJ"
 
 
 def changed_span(old_tokens, new_tokens) -> tuple[list, list] | None:
@@ -1358,6 +1394,18 @@ def _mentions_replaced(old_doc, new_doc) -> bool:
     Sentry" says nothing about "The checkout service tags every error with the cart ID"."""
     replaced = _replaced_names(new_doc)
     return not replaced or bool(replaced & ({t.lower_ for t in old_doc} | {t.lemma_.lower() for t in old_doc}))
+
+
+def _already_held(old_doc, new_doc) -> bool:
+    """Did the change choose what the old text already holds? "We chose ECS over Kubernetes for simplicity"
+    says why "Production runs on ECS in eu-west-1"; it does not replace it."""
+    old_words = {t.lower_ for t in old_doc} | {t.lemma_.lower() for t in old_doc}
+    for verb in (t for t in new_doc if _is_change_verb(t) and _verb_lemma(t) in ("choose", "pick", "select")):
+        chosen = {child.lower_ for child in verb.children
+                  if child.dep_ in ("dobj", "nsubjpass") and child.pos_ in ("NOUN", "PROPN", "NUM")}
+        if chosen and chosen <= old_words:
+            return True
+    return False
 
 
 def _replaced_names(doc) -> set[str]:
@@ -1445,6 +1493,45 @@ def _new_value_of_same_fact(old_doc, new_doc, *, same_subject: bool) -> bool:
     return same_subject or bool(old_words & new_words - {old_owner, new_owner})
 
 
+def _narrower_case(old_doc, new_doc) -> bool:
+    """Does the new text name a case of the old one's fact rather than a new value? Its subject adds a word
+    ("The upload limit *for images* is 5 MB", "The *Android* app is written in Swift"), or two parts of both
+    sentences differ ("Standup is at 11:00 *on Fridays*" after "... at 9:30 on weekdays")."""
+    if value_words(new_doc) & _subject_words(new_doc) - content_lemmas(old_doc):
+        return True
+    if any(t.lower_ in ADDITION_WORDS for t in new_doc):
+        return True  # "We had *another* outage on May 20", "The app *also* supports Spanish"
+    sentence = next(iter(new_doc.sents), None)
+    if sentence is not None and sentence.root.lemma_.lower() in MANY_VALUED_VERBS:
+        return True  # "The app supports Spanish" adds to "The app supports English"
+    old_parts, new_parts = _clause_parts(old_doc), _clause_parts(new_doc)
+    return sum(1 for part, words in new_parts.items() if words and old_parts.get(part, words) != words) > 1
+
+
+def _subject_words(doc) -> set[str]:
+    """The words of the main clause's subject phrase ("the upload size limit for images")."""
+    return {t.lower_ for t in doc if _in_subject(t)}
+
+
+def _clause_parts(doc) -> dict[str, set[str]]:
+    """The content words of each phrase that can hold a value, by what joins it to the sentence: its
+    preposition, or its role for the main verb's own dependents. "Standup is at 9:30 on weekdays" has
+    {"at": {"9:30"}, "on": {"weekday"}}; the subject is left out."""
+    sentence = next(iter(doc.sents), None)
+    parts = {}
+    for token in (sentence if sentence is not None else ()):
+        if token.dep_ == "prep":
+            key, heads = token.lower_, [child for child in token.children if child.dep_ == "pobj"]
+        elif token.head == sentence.root and token.dep_ in ("attr", "dobj", "acomp", "npadvmod", "oprd"):
+            key, heads = token.dep_, [token]
+        else:
+            continue
+        parts.setdefault(key, set()).update(
+            word.lemma_.lower() for head in heads for word in [head, *head.children]
+            if (word is head or word.dep_ in ("compound", "nummod", "amod")) and word.pos_ in ("NOUN", "PROPN", "NUM", "ADJ"))
+    return parts
+
+
 def _one_name(old_parts: set[str], new_parts: set[str]) -> bool:
     """"Globex" and "Globex Inc" name one owner; "Priya Shah" and "Priya Patel", or "Acme Corp" and "Acme Labs",
     two."""
@@ -1497,7 +1584,17 @@ def _announces_change(doc) -> bool:
     negated ("the budget has not been set"); a marker ("now", "instead", "no longer", "since", "these days");
     or newness said of the fact itself ("my new manager is Raj", "revision 4 is current"), not of
     something it mentions ("thinks the new logo looks corporate")."""
-    return any(_is_change_verb(t) or t.lower_ in UPDATE_MARKERS or _says_newness(t) or _these_days(t) for t in doc)
+    return any(_is_change_verb(t) or _is_marker(t) or _says_newness(t) or _these_days(t) for t in doc)
+
+
+def _is_marker(token) -> bool:
+    """"now", "instead"...; "longer" only after "no" ("branches longer than a week" announces nothing), and
+    "back" only of the main verb ("we moved back to Vim", not "my flight back from Lisbon")."""
+    if token.lower_ not in UPDATE_MARKERS:
+        return False
+    if token.lower_ == "longer":
+        return token.i > 0 and token.doc[token.i - 1].lower_ == "no"
+    return token.lower_ != "back" or token.head.dep_ == "ROOT"
 
 
 def _these_days(token) -> bool:
@@ -1507,7 +1604,7 @@ def _these_days(token) -> bool:
 def _is_change_verb(token) -> bool:
     main = token.dep_ == "ROOT" or (token.dep_ == "conj" and token.head.dep_ == "ROOT")
     return (main and token.pos_ in ("VERB", "AUX") and _is_update_form(token) and not _routine(token)
-            and not any(child.dep_ == "neg" for child in token.children))
+            and not any(child.dep_ == "neg" or child.lower_ in POSSIBILITY_MODALS for child in token.children))
 
 
 def _routine(verb) -> bool:
@@ -2132,9 +2229,10 @@ class YourMemory:
             return False  # decided without the old text's parse
         old_doc = old_parse()
         return ((may_contradict and contradicts(old_doc, new_doc))
-                or (may_announce and announces_update(old_doc, new_doc) and _mentions_replaced(old_doc, new_doc))
+                or (may_announce and announces_update(old_doc, new_doc) and _mentions_replaced(old_doc, new_doc)
+                    and not _already_held(old_doc, new_doc))
                 or (may_restate and restates_value(old_doc, new_doc) and not _other_relations(old_doc, new_doc)
-                    and not (_past_event(old_doc) and _past_event(new_doc))))
+                    and not _narrower_case(old_doc, new_doc) and not (_past_event(old_doc) and _past_event(new_doc))))
 
     def _stored_parse(self, memory_id: int, content: str):
         """A memory's parse from its record; one made now is recorded, so each memory is parsed once."""

@@ -178,6 +178,59 @@ def test_an_announced_change_in_other_words_supersedes(memory, old, new):
     assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
 
 
+@pytest.mark.parametrize("old, new", [
+    # another subject, the same value: the changed words name who or what, not the value
+    ("My mother lives in Hamburg.", "My father lives in Hamburg."),
+    ("Kenji is on vacation next week.", "Aisha is on vacation next week."),
+    ("My mother's birthday is May 3.", "My father's birthday is May 3."),
+    ("The staging database runs PostgreSQL 16.", "The production database runs PostgreSQL 16."),
+    ("Deploys to staging are automatic.", "Deploys to production are automatic."),
+    ("The API's p95 latency is 120 ms.", "The API's p99 latency is 120 ms."),
+    ("The iOS app is written in Swift.", "The Android app is written in Swift."),
+    # a narrower case of the fact, not a new value of it
+    ("The API rate limit is 100 requests per minute.", "The API rate limit for admin users is 1000 requests per minute."),
+    ("The upload size limit is 10 MB.", "The upload size limit for images is 5 MB."),
+    ("Standup is at 9:30 on weekdays.", "Standup is at 11:00 on Fridays."),
+    ("Lena's bedtime is 20:00 on school nights.", "Lena's bedtime is 21:00 on weekends."),
+    # relations that hold several values at once, and one more of a kind
+    ("Lena is allergic to peanuts.", "Lena is allergic to kiwi."),
+    ("The app supports English.", "The app supports Spanish."),
+    ("We had an outage on March 12 caused by an expired TLS certificate.",
+     "We had another outage on May 20 caused by a DNS misconfiguration."),
+    # no change yet, or none at all
+    ("The frontend is hosted on Vercel.", "We might move the frontend to Netlify next quarter."),
+    ("Production runs on ECS in eu-west-1.", "We chose ECS over Kubernetes for simplicity."),
+    ("The main branch is protected; nobody pushes directly to it.", "We don't use feature branches longer than a week."),
+    ("My flight to Osaka is on October 9.", "My flight back from Lisbon is on June 5 at 18:40."),
+])
+def test_another_fact_like_an_older_one_does_not_replace_it(memory, old, new):
+    """Pairs a user met in realistic use (2026-12-01), each of which superseded the older memory and so hid
+    it from recall for good: information lost. Both must stay active."""
+    first = memory.store(old)
+    second = memory.store(new)
+    assert second["action"] == "store", second
+    assert memory.get(first["id"])["status"] == "active"
+
+
+@pytest.mark.parametrize("old, new", [
+    ("Sofia is pregnant.", "Sofia was pregnant."),
+    ("Kenji is the tech lead.", "Kenji was the tech lead."),
+    ("Maria was the tech lead.", "Maria is the tech lead."),
+])
+def test_a_change_of_tense_is_not_taken_for_a_duplicate(memory, old, new):
+    memory.store(old)
+    result = memory.store(new)
+    assert result["action"] != "reinforce", result
+    assert memory.get(result["id"])["content"] == new
+
+
+def test_a_new_holder_of_a_role_supersedes_the_old_one(memory):
+    """The subject changes, but it is the value: one person is the product manager at a time."""
+    first = memory.store("Kenji Watanabe is the tech lead for the payments team.")
+    second = memory.store("Maria Gonzalez is the tech lead for the payments team.")
+    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
+
+
 def test_an_announced_change_supersedes_only_the_nearest_memory_it_replaces(memory, clock):
     """Another fact about the same subject also passes the tests of an update ("capped at 15 minutes":
     same subject, a number on both sides); the nearest older memory is the one that held the value."""
