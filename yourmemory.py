@@ -3225,7 +3225,10 @@ class KnowledgeGraph:
         call, are skipped. Returns the created ones."""
         caller = self._writer(user_id, api_key)
         checked = [_check_entity(e, f"entities[{i}]") for i, e in enumerate(_check_list(entities, "entities"))]
-        wanted = list({e["name"]: e for e in reversed(checked)}.values())[::-1]  # first of each name wins
+        first_of_each = {}
+        for entity in checked:  # the first of each name wins, in its own place
+            first_of_each.setdefault(entity["name"], entity)
+        wanted = list(first_of_each.values())
         with self.memory._lock:
             known = self._entity_ids(caller.user, [e["name"] for e in wanted])
         fresh = [e for e in wanted if e["name"] not in known]  # only new entities' observations get embedded
@@ -3939,7 +3942,8 @@ def _import_records(memory: YourMemory, records: list[tuple[int, dict]], report:
                 if added:
                     report["entities"] += 1
                     report["observations"] += len(added[0]["observations"])
-                else:  # known entity: bring in observations it lacks
+                else:  # known entity: bring in observations it lacks, if it is the same kind of thing
+                    _refuse_another_type(graph, entity, user_id)
                     results = graph.add_observations([{"entityName": entity["name"],
                                                        "contents": entity["observations"]}], user_id=user_id)
                     report["observations"] += len(results["results"][0]["addedObservations"])
@@ -3952,6 +3956,15 @@ def _import_records(memory: YourMemory, records: list[tuple[int, dict]], report:
         except YourMemoryError as error:
             problems.append((number, str(error)))
     return problems
+
+
+def _refuse_another_type(graph, entity: dict, user_id: str | None) -> None:
+    """The official server's file can hold two entities of one name (one call repeating a name writes
+    both); YourMemory keeps one per name, so a second one of another type is refused, not merged into it."""
+    known = graph.open_nodes([entity["name"]], user_id=user_id)["entities"][0]["entityType"]
+    if entity["entityType"] != known:
+        raise InvalidInput("entityType", f"an entity named {entity['name']!r} already exists as {known!r}, "
+                                         f"not {entity['entityType']!r}; one entity per name: rename one and import again")
 
 
 def _import_lesson(memory: YourMemory, record: dict, user_id: str | None) -> int:

@@ -272,3 +272,17 @@ def test_a_folder_round_trip_keeps_the_order_of_entities_and_lessons(tmp_path, s
     assert import_files(second, [folder])["problems"] == []
     assert export_records(second, "jsonl") == export_records(first, "jsonl")
     assert export_records(second, "lessons") == export_records(first, "lessons")
+
+
+def test_a_second_entity_of_one_name_and_another_type_is_reported_not_merged(tmp_path, store_at):
+    """The official server writes two entities of one name when one call repeats it; merging the second
+    into the first dropped its type without a word."""
+    source = tmp_path / "memory.json"
+    source.write_text('{"type":"entity","name":"X","entityType":"person","observations":["a"]}\n'
+                      '{"type":"entity","name":"X","entityType":"robot","observations":["b"]}\n'
+                      '{"type":"entity","name":"X","entityType":"person","observations":["c"]}', encoding="utf-8")
+    memory = store_at("imported.db")
+    report = import_files(memory, [source])
+    assert len(report["problems"]) == 1 and ":2:" in report["problems"][0] and "'robot'" in report["problems"][0], \
+        report["problems"]
+    assert memory.graph.read_graph()["entities"] == [{"name": "X", "entityType": "person", "observations": ["a", "c"]}]

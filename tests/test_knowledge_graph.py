@@ -522,8 +522,8 @@ def test_reads_answer_like_the_official_server(servers):
 def test_duplicates_inside_one_call_are_stored_once_and_dangling_relations_are_refused(servers):
     steps = [
         ("create_entities", {"entities": [entity("Alice", "person", "likes tea", "likes tea"),      # 0
-                                          entity("Dup", "a", "1"), entity("Dup", "a", "1"),
-                                          entity("Acme", "company")]}),
+                                          entity("Dup", "a", "1"), entity("Acme", "company"),
+                                          entity("Dup", "b", "2")]}),  # the first of a name wins, in its place
         ("create_relations", {"relations": [relation("Alice", "Acme", "works_at"),                  # 1
                                             relation("Alice", "Acme", "works_at")]}),
         ("add_observations", {"observations": [{"entityName": "Acme",                               # 2
@@ -557,6 +557,7 @@ def test_duplicates_inside_one_call_are_stored_once_and_dangling_relations_are_r
 
     stored = graph.structured_content
     assert not shape_problems(stored), shape_problems(stored)
+    assert [e["name"] for e in stored["entities"]] == ["Alice", "Dup", "Acme"], "stored in the order created"
     assert graph_key(stored) == {
         "entities": [("Acme", "company", ("sells anvils",)), ("Alice", "person", ("likes tea",)), ("Dup", "a", ("1",))],
         "relations": [("Alice", "Acme", "works_at")],
