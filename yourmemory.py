@@ -939,27 +939,73 @@ def backup_database(conn, target: str | Path, *, check: bool = True) -> Path:
 def restore_backup(backup: str | Path, database: str | Path) -> dict:
     """Replace ``database`` with a checked backup; the replaced database is first saved beside it.
 
-    Uses the backup API into the live file, so running servers see the restored data on their next query.
+    The backup is copied beside the database, brought up to date and checked before anything of the
+    database is touched. A readable database then takes the copy through SQLite's backup API, so
+    running servers see the restored data on their next query; a damaged one (the case that calls for
+    a restore) is saved byte for byte and the copy put in its place.
     """
     backup = Path(backup).expanduser().absolute()
     database = Path(database).expanduser().absolute()
     if not backup.is_file():
         raise InvalidInput("path", f"{backup} is not a file")
-    source = open_raw(backup)
+    staged = _staged_copy(backup, database)
     try:
-        _check_backup(source, backup)
-        saved = None
-        if database.exists():
-            saved = database.with_name(f"{database.name}.before-restore-{time.strftime('%Y%m%d-%H%M%S')}")
-            with closing(connect(database)) as current:
-                backup_database(current, saved, check=False)  # kept as it is, damaged or not
-        with closing(connect(database)) as live:
-            source.backup(live)
+        saved = _save_replaced(database) if database.exists() else None
+        try:
+            with closing(connect(database)) as live, closing(open_raw(staged)) as source:
+                source.backup(live)
+        except (YourMemoryError, *database_errors()):
+            for companion in (Path(f"{database}-wal"), Path(f"{database}-shm")):
+                companion.unlink(missing_ok=True)  # the damaged file's, saved above
+            os.replace(staged, database)
     finally:
-        source.close()
-    with closing(connect(database)) as restored:  # migrates an older backup, then checks
+        staged.unlink(missing_ok=True)
+    with closing(connect(database)) as restored:
         report = check_database(restored)
     return {"database": str(database), "backup": str(backup), "previous": str(saved) if saved else None, **report}
+
+
+def _staged_copy(backup: Path, database: Path) -> Path:
+    """The backup, checked, copied beside the database and migrated there: a backup that cannot be
+    brought up to date fails here, before the database is touched."""
+    staged = _free_name(database.with_name(f"{database.name}.restoring"))
+    with closing(open_raw(backup)) as source:
+        _check_backup(source, backup)
+        try:
+            with closing(open_raw(staged)) as copy:
+                source.backup(copy)
+            with closing(connect(staged)) as migrated:
+                migrated.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                migrated.execute("PRAGMA journal_mode = DELETE")  # one file, to be moved or copied
+        except (YourMemoryError, *database_errors()) as error:
+            for leftover in (staged, Path(f"{staged}-wal"), Path(f"{staged}-shm")):
+                leftover.unlink(missing_ok=True)
+            raise YourMemoryError(f"the backup {backup} could not be brought up to date ({error}); "
+                                  "nothing was restored") from None
+    return staged
+
+
+def _save_replaced(database: Path) -> Path:
+    """Save the database about to be replaced beside it: through SQLite when it opens, else byte for
+    byte with its -wal file (a damaged database is kept as it is, for whoever wants to look)."""
+    saved = _free_name(database.with_name(f"{database.name}.before-restore-{time.strftime('%Y%m%d-%H%M%S')}"))
+    try:
+        with closing(connect(database)) as current:
+            return backup_database(current, saved, check=False)
+    except (YourMemoryError, *database_errors()):
+        shutil.copy2(database, saved)
+        if Path(f"{database}-wal").exists():
+            shutil.copy2(f"{database}-wal", f"{saved}-wal")
+        return saved
+
+
+def _free_name(path: Path) -> Path:
+    """``path``, or ``path-2``, ``path-3``... whichever does not exist yet."""
+    candidate, number = path, 1
+    while candidate.exists():
+        number += 1
+        candidate = path.with_name(f"{path.name}-{number}")
+    return candidate
 
 
 def _check_backup(source, path: Path) -> None:

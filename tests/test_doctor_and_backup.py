@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from pathlib import Path
 from conftest import installed_entry_point
 
 import yourmemory
@@ -234,3 +235,48 @@ def test_a_backup_into_a_folder_that_cannot_be_made_names_that_folder(memory, tm
     with pytest.raises(InvalidInput, match=f"path: cannot create the folder {blocker}"):
         memory.backup(blocker / "copy.db")
     assert not list(tmp_path.glob("backups*.partial"))
+
+
+@pytest.mark.parametrize("damage", ["not a database", "truncated"])
+def test_restore_backup_replaces_a_damaged_database_and_keeps_its_bytes(filled, db_path, tmp_path, damage):
+    """Every damage message sends the user to `restore-backup`; it must then work on the damaged file."""
+    memory, _ = filled
+    backup = memory.backup(tmp_path / "good.db")
+    memory.close()
+    broken = b"this is not a database\n" * 100 if damage == "not a database" else backup.read_bytes()[:10000]
+    for companion in (Path(f"{db_path}-wal"), Path(f"{db_path}-shm")):
+        companion.unlink(missing_ok=True)
+    db_path.write_bytes(broken)
+    result = run_cli(db_path, "restore-backup", str(backup))
+    assert result.returncode == 0, result.stderr
+    assert contents(db_path) == contents(backup)
+    saved = [path for path in tmp_path.iterdir() if path.name.startswith("memory.db.before-restore-")]
+    assert len(saved) == 1 and saved[0].read_bytes() == broken, "the damaged file is kept as it was"
+    with YourMemory(db_path, user="ada", embedder=None) as restored:
+        assert restored.doctor()["ok"]
+
+
+def test_restore_backup_leaves_the_database_alone_when_the_backup_cannot_be_brought_up_to_date(filled, db_path,
+                                                                                              tmp_path):
+    memory, _ = filled
+    backup = memory.backup(tmp_path / "odd.db")
+    before = contents(db_path)
+    memory.close()
+    plain = sqlite3.connect(backup)  # a YourMemory database a migration cannot handle
+    plain.execute("PRAGMA user_version = 1")
+    plain.commit()
+    plain.close()
+    result = run_cli(db_path, "restore-backup", str(backup))
+    assert result.returncode == 1 and "nothing was restored" in result.stderr, result.stderr
+    assert contents(db_path) == before
+    assert not [path for path in tmp_path.iterdir() if "before-restore" in path.name or "restoring" in path.name]
+
+
+def test_two_restores_in_one_second_keep_both_replaced_databases(filled, db_path, tmp_path, monkeypatch):
+    memory, _ = filled
+    backup = memory.backup(tmp_path / "good.db")
+    memory.close()
+    monkeypatch.setattr(yourmemory.time, "strftime", lambda *_: "20261201-120000")  # the same second
+    for _ in range(2):
+        yourmemory.restore_backup(backup, db_path)
+    assert len([path for path in tmp_path.iterdir() if path.name.startswith("memory.db.before-restore-")]) == 2
