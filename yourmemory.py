@@ -3907,12 +3907,19 @@ def import_files(memory: YourMemory, paths: Iterable[str | Path], *, user_id: st
         records, problems, skipped = _read_jsonl(path)  # problems: (line number, what is wrong)
         report["files"].append(str(path))
         report["skipped"] += skipped
+        stopped = None
         for done in range(0, len(records), IMPORT_BATCH):
-            problems += _import_records(memory, records[done:done + IMPORT_BATCH], report, user_id)
+            found, stopped = _import_records(memory, records[done:done + IMPORT_BATCH], report, user_id)
+            problems += found
+            if stopped is not None:
+                break
             if on_progress:
                 on_progress(path.name, min(done + IMPORT_BATCH, len(records)), len(records))
         # In line order, whether found reading or importing.
         report["problems"] += [f"{label}:{number}: {problem}" for number, problem in sorted(problems)]
+        if stopped is not None:  # the disk is full, read-only or locked: every later record would fail too
+            report["stopped"] = f"{label}:{stopped}"
+            break
     return report
 
 
@@ -3969,8 +3976,9 @@ def _read_jsonl(path: Path) -> tuple[list[tuple[int, dict]], list[tuple[int, str
 
 
 def _import_records(memory: YourMemory, records: list[tuple[int, dict]], report: dict,
-                    user_id: str | None) -> list[tuple[int, str]]:
-    """Import the records, counting them in ``report``; the (line number, problem) pairs of those refused."""
+                    user_id: str | None) -> tuple[list[tuple[int, str]], int | None]:
+    """Import the records, counting them in ``report``: the (line number, problem) pairs of those refused,
+    and the line at which a storage failure stopped the import (None if none did)."""
     problems = []
     graph = memory.graph
     for number, record in records:
@@ -3999,9 +4007,11 @@ def _import_records(memory: YourMemory, records: list[tuple[int, dict]], report:
             else:
                 report["memories"] += memory.import_memory(
                     {key: record[key] for key in MEMORY_RECORD_FIELDS if key in record}, user_id=user_id)
+        except StorageError as error:
+            return problems + [(number, str(error))], number
         except YourMemoryError as error:
             problems.append((number, str(error)))
-    return problems
+    return problems, None
 
 
 def _refuse_another_type(graph, entity: dict, user_id: str | None) -> None:
@@ -4943,9 +4953,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             elif command == "agent":
                 run_agent_command(memory, args)
             elif command == "import":
-                report = import_files(memory, args.paths, on_progress=(
-                    (lambda name, done, total: progress(f"importing {name}", done, total, "records"))
-                    if sys.stderr.isatty() else None))  # a bar only where someone watches it
+                try:
+                    report = import_files(memory, args.paths, on_progress=(
+                        (lambda name, done, total: progress(f"importing {name}", done, total, "records"))
+                        if sys.stderr.isatty() else None))  # a bar only where someone watches it
+                except KeyboardInterrupt:  # each record went in whole or not at all
+                    print("\nInterrupted: the records before this point are imported; run the same import again "
+                          "to finish (records already imported are skipped).", file=sys.stderr)
+                    return 130
                 print_import_report(report)
                 return 1 if report["problems"] else 0
             elif command == "export":
@@ -5018,6 +5033,9 @@ def print_import_report(report: dict) -> None:
             f"{field!r} ({count} records)" for field, count in sorted(report["ignored"].items())))
     for problem in report["problems"]:
         print(f"  not imported: {problem}", file=sys.stderr)
+    if report.get("stopped"):
+        print(f"Stopped at {report['stopped']}: the database cannot take more now. What came before is imported; "
+              "run the same import again once that is fixed (records already imported are skipped).", file=sys.stderr)
 
 
 def write_export(text: str, output: str | None, *, database: str | Path | None = None) -> None:

@@ -1032,3 +1032,16 @@ def test_export_onto_the_database_itself_is_refused(seeded_db):
         assert result.returncode == 1 and "output" in result.stderr and "database itself" in result.stderr, \
             result.stderr
     assert seeded_db.read_bytes() == before
+
+
+def test_an_import_into_a_database_that_cannot_take_it_stops_at_the_first_failure(seeded_db, tmp_path):
+    """A read-only (or full, or locked) database refuses every record alike: the import stops at the first,
+    says where and how to go on, rather than embedding every line and printing one error per line."""
+    source = tmp_path / "memories.jsonl"
+    source.write_text("\n".join(json.dumps({"type": "memory", "content": f"Fact number {i} about the project"})
+                                for i in range(40)), encoding="utf-8")
+    with read_only(seeded_db.parent) as folder:
+        result = run_cli(folder / seeded_db.name, "import", str(source), cwd=tmp_path)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.count("not imported:") == 1, result.stderr
+    assert "Stopped at memories.jsonl:1" in result.stderr and "run the same import again" in result.stderr
