@@ -2865,16 +2865,19 @@ class YourMemory:
         return self.db.execute("DELETE FROM memories WHERE id IN (SELECT value FROM json_each(?))", (ids,)).rowcount
 
     def restore(self, memory_id: int, *, user_id: str | None = None, api_key: str | None = None) -> dict:
-        """Bring a pruned memory back; its decay clock starts again from now. (Also a superseded memory
-        whose successor is gone, which ``doctor`` reports.)"""
+        """Bring a pruned or superseded memory back; its decay clock starts again from now.
+
+        A superseded memory comes back beside the memory that superseded it, which stays: the way to
+        undo a store that took another fact for a new value of this one.
+        """
         caller = self._caller(user_id, api_key)
         memory_id = _check_id(memory_id)
         with self._lock, transaction(self.db):
             row = self._require(memory_id, caller, write=True)
-            orphan = row["status"] == "superseded" and row["superseded_by"] is None
-            if row["status"] != "pruned" and not orphan:
-                raise InvalidInput("memory_id", f"memory {memory_id} is {row['status']}, not pruned")
-            self._reactivate(memory_id, caller, self.clock())
+            if row["status"] not in ("pruned", "superseded"):
+                raise InvalidInput("memory_id", f"memory {memory_id} is {row['status']}, not pruned or superseded")
+            why = f"was superseded by memory {row['superseded_by']}" if row["superseded_by"] is not None else None
+            self._reactivate(memory_id, caller, self.clock(), why)
             return {"action": "restore", "id": memory_id, "memory": self._get(memory_id)}
 
     def _reactivate(self, memory_id: int, caller: Caller, now: float, why: str | None = None) -> None:

@@ -444,3 +444,17 @@ def test_update_refuses_a_question_as_it_refuses_to_store_one(memory):
     with pytest.raises(InvalidInput, match="new_content: this is a question"):
         memory.update(kept["id"], "Where does Ada work?")
     assert memory.get(kept["id"])["content"] == "Ada works at Acme"
+
+
+def test_a_wrongly_superseded_memory_can_be_restored_beside_its_successor(memory):
+    """A store that took another fact for a new value hides the older memory; restore brings it back,
+    and both are recalled."""
+    first = memory.store("The project database is Postgres 15")
+    second = memory.store("The project database is Postgres 16")
+    assert second["action"] == "supersede" and second["supersededId"] == first["id"]
+    restored = memory.restore(first["id"])
+    assert restored["memory"]["status"] == "active" and restored["memory"]["superseded_by"] is None
+    assert memory.get(second["id"])["status"] == "active"
+    recalled = {m["id"] for m in memory.recall("Which Postgres version is the project database?", top_k=5)["memories"]}
+    assert {first["id"], second["id"]} <= recalled
+    assert memory.audit(memory_id=first["id"])[0]["detail"] == f"was superseded by memory {second['id']}"
