@@ -1578,6 +1578,22 @@ def _clause_parts(doc) -> dict[str, set[str]]:
     return parts
 
 
+def _asked_about_the_older_subject(old_doc, new_doc, asked_words: set[str]) -> bool:
+    """Does the question name what marks the older fact's subject, while the newer fact's subject has a mark
+    the question does not name? "What is the database connection pool size?" asks about "The database
+    connection pool size was increased to 40", not "The Redis connection pool size was reduced to 30"."""
+    old_subject, new_subject = _subject(old_doc), _subject(new_doc)
+    if old_subject is None or new_subject is None:
+        return False
+    old_marks, new_marks = _subject_marks_with_adjectives(old_subject), _subject_marks_with_adjectives(new_subject)
+    return bool((old_marks - new_marks) & asked_words) and bool(new_marks - old_marks - asked_words)
+
+
+def _subject_marks_with_adjectives(token) -> set[str]:
+    return _marks(token) | {child.lower_ for child in token.children if child.dep_ in ("amod", "poss")
+                            and child.pos_ != "PRON"}
+
+
 def _one_name(old_parts: set[str], new_parts: set[str]) -> bool:
     """"Globex" and "Globex Inc" name one owner; "Priya Shah" and "Priya Patel", or "Acme Corp" and "Acme Labs",
     two."""
@@ -2413,13 +2429,14 @@ class YourMemory:
             self._round_two(candidates, seeds, caller, top_k, now)
             ranked = sorted(candidates.values(), key=lambda c: -c["score"])
             rest = ranked[top_k:top_k + min((NEWER_FROM_REST_FACTOR - 1) * top_k, NEWER_FROM_REST_MAX)]
-            chosen = self._newer_values_first(ranked[:top_k], rest, names_in(query))
+            chosen = self._newer_values_first(ranked[:top_k], rest, names_in(query), plain_words(query))
             if not self.read_only:  # a read-only database is still searchable; it just cannot learn
                 self._reinforce_recalled([c["id"] for c in chosen], caller, now)
             memories = [self._public(c, now) for c in chosen]
         return {"memoriesFound": len(memories), "context": render_context(memories), "memories": memories}
 
-    def _newer_values_first(self, chosen: list[dict], rest: list[dict], asked_names: set[str]) -> list[dict]:
+    def _newer_values_first(self, chosen: list[dict], rest: list[dict], asked_names: set[str],
+                            asked_words: set[str]) -> list[dict]:
         """A newer value of a fact moves just above an older one that outranked it, and takes its score.
         A newer value among the ``rest`` of the candidates, close to the older one (cosine >= 0.55), comes
         in the same way, and the last result makes room: an old value recalled brings its successor.
@@ -2430,7 +2447,8 @@ class YourMemory:
         an announced change a little less similar ("Plant watering moved to Priya"), or a fact that says
         nearly the same (cosine >= 0.6) is not enough to hide the older memory, but enough to rank the
         newer one first.
-        ``asked_names``: the names and marks in the question (``names_in``). Quoted utterances are records
+        ``asked_names``: the names and marks in the question (``names_in``); ``asked_words``: all its words
+        (``plain_words``). Quoted utterances are records
         of what was said and keep their order.
         """
         def is_fact(c):
@@ -2455,7 +2473,7 @@ class YourMemory:
                 similarity = related.get((earlier["id"], later["id"]))
                 if (similarity is not None and similarity >= floor
                         and earlier["row"]["created_at"] < later["row"]["created_at"]
-                        and self._newer_value(doc(earlier), doc(later), similarity, asked_names)):
+                        and self._newer_value(doc(earlier), doc(later), similarity, asked_names, asked_words)):
                     anchor = heads.get(earlier["id"], earlier)
                     if not outside:
                         order.remove(later)
@@ -2467,7 +2485,7 @@ class YourMemory:
         return order[:len(chosen)]
 
     @staticmethod
-    def _newer_value(old_doc, new_doc, similarity: float, asked_names: set[str]) -> bool:
+    def _newer_value(old_doc, new_doc, similarity: float, asked_names: set[str], asked_words: set[str]) -> bool:
         """Does the newer text give the older one's fact another value: said nearly the same way (cosine
         >= 0.6), restated with a change word (>= 0.4), or announced as a change of the same fact (>= 0.3,
         as ``_related_pairs`` already required)?
@@ -2478,10 +2496,13 @@ class YourMemory:
         $55k" answer "What is the Q3 cloud budget?" before "The Q3 cloud budget is $40k". Names are told by their
         capitals (``names_in``), so a question in lower case guards nothing, nor does an acronym ("CI" is
         as often the topic as the owner); and a value the question names guards the older text too ("Is
-        Kai interning at Google?").
+        Kai interning at Google?"). Nor when the question names a mark of the older fact's subject and the
+        newer fact's subject has a mark of its own ("the *database* connection pool" / "the *Redis* connection
+        pool"), capitalised or not.
         """
         return ((similarity >= NEWER_CLOSE_MIN_SIMILARITY
-                 and not (names_in(old_doc.text) - plain_words(new_doc.text)) & asked_names)
+                 and not (names_in(old_doc.text) - plain_words(new_doc.text)) & asked_names
+                 and not _asked_about_the_older_subject(old_doc, new_doc, asked_words))
                 or (similarity >= NEWER_FIRST_MIN_SIMILARITY and _announces_change(new_doc)
                     and restates_value(old_doc, new_doc))
                 or announces_update(old_doc, new_doc))

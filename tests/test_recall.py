@@ -363,3 +363,22 @@ def test_a_memory_like_every_other_ranks_below_a_specific_one(memory, clock):
     assert found[0]["content"] == "I adopted a rescue greyhound called Pepper last spring."
     assert found[1]["content"] == "Good luck, I'm rooting for you!"
     assert found[0]["similarity"] < found[1]["similarity"]
+
+
+@pytest.mark.parametrize("stored, question, answer", [
+    (["The database connection pool size is 20.", "The Redis connection pool size is 50.",
+      "The database connection pool size was increased to 40.", "The Redis connection pool size was reduced to 30."],
+     "What is the database connection pool size?", "The database connection pool size was increased to 40."),
+    (["The staging database is 200 GB.", "The production database is 2 TB."],
+     "How big is the staging database?", "The staging database is 200 GB."),
+    (["The email worker uses 512 MB of memory.", "The billing worker uses 2 GB of memory."],
+     "How much memory does the email worker use?", "The email worker uses 512 MB of memory."),
+])
+def test_a_newer_fact_about_another_subject_does_not_move_above_the_one_asked_about(memory, clock, stored,
+                                                                                   question, answer):
+    """Found in realistic use: newer-first moved a close newer fact above the answer although the question
+    names the older fact's subject ("database", "staging", "email") and the newer one is about another."""
+    for text in stored:
+        memory.store(text)
+        clock.advance(days=1)
+    assert memory.recall(question, top_k=3)["memories"][0]["content"] == answer
