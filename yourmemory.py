@@ -927,6 +927,10 @@ def backup_database(conn, target: str | Path, *, check: bool = True) -> Path:
         conn.backup(copy)
         copy.execute("PRAGMA journal_mode = DELETE")  # one self-contained file, no -wal beside it
         report = check_database(copy) if check else {"ok": True}
+    except database_errors() as error:  # the target's disk, not the database's: say which, leave nothing
+        copy.close()
+        partial.unlink(missing_ok=True)
+        raise StorageError(describe_database_error(error, target)) from None
     finally:
         copy.close()
     if not report["ok"]:
@@ -950,6 +954,7 @@ def restore_backup(backup: str | Path, database: str | Path) -> dict:
         raise InvalidInput("path", f"{backup} is not a file")
     staged = _staged_copy(backup, database)
     try:
+        issued = _ids_issued(database)
         saved = _save_replaced(database) if database.exists() else None
         try:
             with closing(connect(database)) as live, closing(open_raw(staged)) as source:
@@ -961,8 +966,21 @@ def restore_backup(backup: str | Path, database: str | Path) -> dict:
     finally:
         staged.unlink(missing_ok=True)
     with closing(connect(database)) as restored:
+        # Ids are never reused: one given out after the backup was made may still be in a client's hands.
+        restored.execute("UPDATE id_high_water SET value = max(value, ?) WHERE name = 'memories'", (issued,))
         report = check_database(restored)
     return {"database": str(database), "backup": str(backup), "previous": str(saved) if saved else None, **report}
+
+
+def _ids_issued(database: Path) -> int:
+    """The highest memory id the database has given out, or 0 if it does not exist or cannot be read."""
+    if not database.exists():
+        return 0
+    try:
+        with closing(connect(database)) as current:
+            return current.execute("SELECT value FROM id_high_water WHERE name = 'memories'").fetchone()[0]
+    except (YourMemoryError, *database_errors()):
+        return 0
 
 
 def _staged_copy(backup: Path, database: Path) -> Path:

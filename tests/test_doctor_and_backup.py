@@ -280,3 +280,14 @@ def test_two_restores_in_one_second_keep_both_replaced_databases(filled, db_path
     for _ in range(2):
         yourmemory.restore_backup(backup, db_path)
     assert len([path for path in tmp_path.iterdir() if path.name.startswith("memory.db.before-restore-")]) == 2
+
+
+def test_ids_given_out_after_a_backup_are_not_given_again_after_restoring_it(filled, db_path, tmp_path):
+    """A client may still hold an id from after the backup: forget_memory(that id) must not hit a new memory."""
+    memory, _ = filled
+    backup = memory.backup(tmp_path / "before.db")
+    later = memory.store("Hank owns the billing service")["id"]
+    memory.close()
+    yourmemory.restore_backup(backup, db_path)
+    with YourMemory(db_path, user="ada", embedder=filled[0].embedder) as restored:
+        assert restored.store("Ivy manages the payroll system")["id"] > later

@@ -1045,3 +1045,16 @@ def test_an_import_into_a_database_that_cannot_take_it_stops_at_the_first_failur
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert result.stderr.count("not imported:") == 1, result.stderr
     assert "Stopped at memories.jsonl:1" in result.stderr and "run the same import again" in result.stderr
+
+
+def test_a_backup_onto_a_full_disk_names_that_disk_and_leaves_no_partial_file(small_disk, seeded_db, embedder):
+    small_disk.fill()
+    try:
+        with YourMemory(seeded_db, user=USER, embedder=embedder) as memory:
+            error = failure(lambda: memory.backup(small_disk.root / "copy.db"))
+        leftovers = sorted(path.name for path in small_disk.root.iterdir() if path.name != "filler")
+    finally:
+        small_disk.free()
+    assert_clear(error, FULL, "a backup onto a full disk")
+    assert str(small_disk.root / "copy.db") in str(error) and str(seeded_db) not in str(error), str(error)
+    assert leftovers == [], leftovers
