@@ -823,6 +823,12 @@ def check_database(conn) -> dict:
     if version != SCHEMA_VERSION:
         problems.append(f"schema version {version}, expected {SCHEMA_VERSION}")
         return {"ok": False, "problems": problems, "counts": {}}
+    present = set(conn.execute("SELECT type, name FROM sqlite_master"))
+    missing = sorted(expected_schema() - present)
+    if missing:  # every later check could fail on a missing table: say what is missing and stop
+        problems += [f"the {kind} {name} is missing (restore a backup: `yourmemory restore-backup`)"
+                     for kind, name in missing]
+        return {"ok": False, "problems": problems, "counts": {}}
     problems += [f"foreign key: {table} row {rowid} points to a missing {parent} row"
                  for table, rowid, parent, _ in conn.execute("PRAGMA foreign_key_check")]
     try:
@@ -847,6 +853,13 @@ def check_database(conn) -> dict:
                  for user, visibility, agent, said, actual in conn.execute(MISCOUNTED_SQL)]
     counts = {table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in COUNTED_TABLES}
     return {"ok": not problems, "problems": problems, "counts": counts}
+
+
+@functools.lru_cache(maxsize=1)
+def expected_schema() -> frozenset[tuple[str, str]]:
+    """The tables, indexes and triggers the migrations make, as (type, name): those of a new database."""
+    with closing(connect(":memory:")) as fresh:
+        return frozenset(fresh.execute("SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"))
 
 
 COUNTED_TABLES = ("memories", "memory_vectors", "memory_edges", "memory_history", "entities", "observations",

@@ -291,3 +291,16 @@ def test_ids_given_out_after_a_backup_are_not_given_again_after_restoring_it(fil
     yourmemory.restore_backup(backup, db_path)
     with YourMemory(db_path, user="ada", embedder=filled[0].embedder) as restored:
         assert restored.store("Ivy manages the payroll system")["id"] > later
+
+
+@pytest.mark.parametrize("table", ["memory_edges", "jobs", "memory_counts"])
+def test_doctor_reports_a_missing_table_instead_of_failing_on_it(filled, db_path, table):
+    memory, _ = filled
+    memory.close()
+    plain = sqlite3.connect(db_path)
+    plain.execute(f"DROP TABLE {table}")
+    plain.commit()
+    plain.close()
+    result = run_cli(db_path, "doctor")
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert f"PROBLEM: the table {table} is missing" in result.stdout, result.stdout + result.stderr
