@@ -1462,7 +1462,25 @@ def announces_update(old_doc, new_doc) -> bool:
     """"Our CI now runs on Buildkite" replaces "We use Jenkins for CI": the new text announces a
     change (a change verb or "now"/"instead"/"no longer") and states a new value of the same fact,
     sharing a topic word with the old one."""
-    return _announces_change(new_doc) and _new_value_of_same_fact(old_doc, new_doc, same_subject=False)
+    return _announces_change(new_doc) and (_new_value_of_same_fact(old_doc, new_doc, same_subject=False)
+                                           or _new_holder_of_role(old_doc, new_doc))
+
+
+def _new_holder_of_role(old_doc, new_doc) -> bool:
+    """"Aisha Khan is the new product manager" after "Tom Becker is the product manager": the same role,
+    said with "the" or the same possessive, another holder."""
+    if not (_names_role_holder(old_doc) and _names_role_holder(new_doc)):
+        return False
+    old_role, new_role = _role(old_doc), _role(new_doc)
+    return old_role == new_role and _subject_words(old_doc) != _subject_words(new_doc)
+
+
+def _role(doc) -> tuple[frozenset, frozenset]:
+    """A role's words ("product", "manager") and its possessor ("our", "Priya's"), newness left out."""
+    attr = next(child for child in next(iter(doc.sents)).root.children if child.dep_ == "attr")
+    words = frozenset(t.lemma_.lower() for t in attr.subtree
+                      if t.pos_ in ("NOUN", "PROPN", "ADJ") and t.lower_ not in NEWNESS_WORDS)
+    return words, frozenset(t.lower_ for t in attr.children if t.dep_ == "poss")
 
 
 def _mentions_replaced(old_doc, new_doc) -> bool:

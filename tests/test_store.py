@@ -224,6 +224,22 @@ def test_a_change_of_tense_is_not_taken_for_a_duplicate(memory, old, new):
     assert memory.get(result["id"])["content"] == new
 
 
+@pytest.mark.parametrize("old, new", [
+    ("Tom Becker is the product manager.", "Aisha Khan is the new product manager."),
+    ("Maria Gonzalez is our tech lead.", "Kenji Watanabe is our new tech lead."),
+    ("Dr. Hoffmann is my GP.", "Dr. Yilmaz is my new GP."),
+])
+def test_a_role_announced_with_a_new_holder_supersedes_the_old_holder(memory, old, new):
+    first = memory.store(old)
+    second = memory.store(new)
+    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
+
+
+def test_a_new_holder_of_another_role_does_not_supersede(memory):
+    memory.store("Tom Becker is the product manager.")
+    assert memory.store("Aisha Khan is the new product manager for the mobile app.")["action"] == "store"
+
+
 def test_a_new_holder_of_a_role_supersedes_the_old_one(memory):
     """The subject changes, but it is the value: one person is the product manager at a time."""
     first = memory.store("Kenji Watanabe is the tech lead for the payments team.")
