@@ -969,13 +969,14 @@ def restore_backup(backup: str | Path, database: str | Path) -> dict:
     try:
         issued = _ids_issued(database)
         saved = _save_replaced(database) if database.exists() else None
-        try:
-            with closing(connect(database)) as live, closing(open_raw(staged)) as source:
-                source.backup(live)
-        except (YourMemoryError, *database_errors()):
+        live = _open_if_sound(database)
+        if live is None:  # damaged: its bytes are saved above; the staged copy takes its place
             for companion in (Path(f"{database}-wal"), Path(f"{database}-shm")):
-                companion.unlink(missing_ok=True)  # the damaged file's, saved above
+                companion.unlink(missing_ok=True)
             os.replace(staged, database)
+        else:
+            with closing(live), closing(open_raw(staged)) as source:
+                source.backup(live)
     finally:
         staged.unlink(missing_ok=True)
     with closing(connect(database)) as restored:
@@ -1020,14 +1021,26 @@ def _save_replaced(database: Path) -> Path:
     """Save the database about to be replaced beside it: through SQLite when it opens, else byte for
     byte with its -wal file (a damaged database is kept as it is, for whoever wants to look)."""
     saved = _free_name(database.with_name(f"{database.name}.before-restore-{time.strftime('%Y%m%d-%H%M%S')}"))
-    try:
-        with closing(connect(database)) as current:
+    current = _open_if_sound(database)
+    if current is not None:
+        with closing(current):
             return backup_database(current, saved, check=False)
-    except (YourMemoryError, *database_errors()):
+    try:
         shutil.copy2(database, saved)
         if Path(f"{database}-wal").exists():
             shutil.copy2(f"{database}-wal", f"{saved}-wal")
-        return saved
+    except OSError as error:
+        raise StorageError(f"cannot save the damaged database as {saved}: {error.strerror or error}; "
+                           "nothing was restored") from None
+    return saved
+
+
+def _open_if_sound(database: Path):
+    """A connection to the database, or None if it is damaged (not SQLite, truncated, its schema broken)."""
+    try:
+        return connect(database)
+    except (YourMemoryError, *database_errors()):
+        return None
 
 
 def _free_name(path: Path) -> Path:
@@ -1623,7 +1636,8 @@ def _clause_parts(doc) -> dict[str, set[str]]:
             continue
         parts.setdefault(key, set()).update(
             word.lemma_.lower() for head in heads for word in [head, *head.children]
-            if (word is head or word.dep_ in ("compound", "nummod", "amod")) and word.pos_ in ("NOUN", "PROPN", "NUM", "ADJ"))
+            if (word is head or word.dep_ in ("compound", "nummod", "amod"))
+            and word.pos_ in ("NOUN", "PROPN", "NUM", "ADJ"))
     return parts
 
 
@@ -4093,8 +4107,8 @@ def _refuse_another_type(graph, entity: dict, user_id: str | None) -> None:
     both); YourMemory keeps one per name, so a second one of another type is refused, not merged into it."""
     known = graph.open_nodes([entity["name"]], user_id=user_id)["entities"][0]["entityType"]
     if entity["entityType"] != known:
-        raise InvalidInput("entityType", f"an entity named {entity['name']!r} already exists as {known!r}, "
-                                         f"not {entity['entityType']!r}; one entity per name: rename one and import again")
+        raise InvalidInput("entityType", f"an entity named {entity['name']!r} already exists as {known!r}, not "
+                                         f"{entity['entityType']!r}; one entity per name: rename one and import again")
 
 
 def _import_lesson(memory: YourMemory, record: dict, user_id: str | None) -> int:
