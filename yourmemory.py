@@ -593,20 +593,20 @@ def _stdlib_sqlite_is_enough(sqlite3) -> bool:
         probe.close()
 
 
-def connect(path: str | Path):
+def connect(path: str | Path, *, read_only: bool | None = None):
     """Open (creating if needed) a YourMemory database and bring its schema up to date.
 
     A database whose file or folder is not writable opens read-only (recall works, writes are
-    refused with a clear error). Failures raise ``StorageError`` or ``SchemaTooNew`` with a sentence.
+    refused with a clear error); ``read_only=True`` opens an existing one so anyway. Failures raise
+    ``StorageError`` or ``SchemaTooNew`` with a sentence.
     """
     try:
-        return _connect(path)
+        return _connect(path, database_is_read_only(path) if read_only is None else read_only)
     except database_errors() as error:
         raise StorageError(describe_database_error(error, path)) from None
 
 
-def _connect(path: str | Path):
-    read_only = database_is_read_only(path)
+def _connect(path: str | Path, read_only: bool):
     if str(path) != ":memory:" and not read_only:
         folder = Path(path).expanduser().parent
         try:
@@ -2254,15 +2254,18 @@ class YourMemory:
     """
 
     def __init__(self, path: str | Path | None = None, *, user: str | None = None,
-                 clock: Callable[[], float] = time.time, embedder: Embedder | None = None):
+                 clock: Callable[[], float] = time.time, embedder: Embedder | None = None,
+                 read_only: bool | None = None):
+        """``read_only``: None decides from the file's and folder's permissions; True opens an existing
+        database for reading only (recall, stats, export, backup), whatever they allow."""
         self.path = Path(path).expanduser() if path and str(path) != ":memory:" else (path or default_db_path())
         self.user = _check_user(user if user is not None else default_user(), "user")
         self.clock = clock
         self.embedder = embedder or Embedder()
         self._lock = _OpenLock()
         self.vectors = VectorIndex()
-        self.db = connect(self.path)
-        self.read_only = database_is_read_only(self.path)
+        self.read_only = database_is_read_only(self.path) if read_only is None else read_only
+        self.db = connect(self.path, read_only=self.read_only)
         self.graph = KnowledgeGraph(self)
         self.lessons = Lessons(self)
 
@@ -4990,6 +4993,21 @@ def parse_args(argv: Sequence[str] | None):
     return parser.parse_args(argv)
 
 
+def open_for(command: str) -> YourMemory:
+    """The database for a CLI command. A command that only reads can still read a database on a full disk,
+    where SQLite cannot create the -wal and -shm files a normal open needs: it opens it read-only then
+    (safe only when no -wal file holds changes, which is checked)."""
+    try:
+        return YourMemory()
+    except StorageError:
+        path = default_db_path()
+        log = Path(f"{path}-wal")
+        if command not in ONLY_READS or not _disk_is_full(path) or (log.is_file() and log.stat().st_size > 0):
+            raise
+        return YourMemory(read_only=True)
+
+
+ONLY_READS = ("stats", "export", "doctor", "backup", "audit")
 READS_A_DATABASE = ("prune", "stats", "restore", "export", "doctor", "backup", "audit")  # never create one
 
 
@@ -5027,7 +5045,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 # A mistyped --db must not be answered from a new, empty database it would also create.
                 raise StorageError(f"no database at {default_db_path()} (check --db or $YOURMEMORY_DB; "
                                    "`yourmemory setup`, `serve`, `import` or `agent register` creates one)")
-        with YourMemory() as memory:
+        with open_for(command) as memory:
             if command == "serve":
                 serve(memory)
             elif command == "prune":

@@ -1058,3 +1058,22 @@ def test_a_backup_onto_a_full_disk_names_that_disk_and_leaves_no_partial_file(sm
     assert_clear(error, FULL, "a backup onto a full disk")
     assert str(small_disk.root / "copy.db") in str(error) and str(seeded_db) not in str(error), str(error)
     assert leftovers == [], leftovers
+
+
+def test_what_only_reads_still_works_on_a_full_disk(small_disk, template, embedder):
+    """A normal open must create the -wal and -shm files, which a full disk cannot hold: stats, export and
+    doctor open such a database read-only instead, so the data can still be looked at and moved off."""
+    db = copy_template(template, small_disk.root / "memory.db")
+    small_disk.fill()
+    try:
+        stats = run_cli(db, "stats", "--json")
+        export = run_cli(db, "export", "--format", "memories")
+        doctor = run_cli(db, "doctor")
+        store = run_cli(db, "agent", "register", "backup-bot")
+    finally:
+        small_disk.free()
+    assert stats.returncode == 0, stats.stderr
+    assert json.loads(stats.stdout)["memories"]["active"] == ACTIVE
+    assert export.returncode == 0 and MEMORIES[0][0] in export.stdout, export.stderr
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert_clear_cli_failure(store, FULL, "a write on a full disk")
