@@ -2377,7 +2377,7 @@ class YourMemory:
             "store": f"Stored memory {memory_id} as {category}.",
             "reinforce": f"Already known: reinforced memory {memory_id} instead of storing a duplicate.",
             "supersede": f"Stored memory {memory_id}; it supersedes memory {extra.get('supersededId')}, "
-                         "kept as history and no longer recalled.",
+                         "kept as history and no longer recalled (restore_memory brings it back if it still holds).",
         }
         edges = self.db.execute(  # only links the caller may see: a count must not reveal a private memory
             # CROSS JOIN keeps the memory's own edges as the outer loop: left to itself, the planner
@@ -2966,7 +2966,9 @@ class YourMemory:
                 raise InvalidInput("memory_id", f"memory {memory_id} is {row['status']}, not pruned or superseded")
             why = f"was superseded by memory {row['superseded_by']}" if row["superseded_by"] is not None else None
             self._reactivate(memory_id, caller, self.clock(), why)
-            return {"action": "restore", "id": memory_id, "memory": self._get(memory_id)}
+            beside = f", beside memory {row['superseded_by']}" if row["superseded_by"] is not None else ""
+            return {"action": "restore", "id": memory_id, "memory": self._get(memory_id),
+                    "message": f"Memory {memory_id} is active again{beside}."}
 
     def _reactivate(self, memory_id: int, caller: Caller, now: float, why: str | None = None) -> None:
         """Active again (recalled, counted, searched), its decay clock started from now."""
@@ -4155,6 +4157,8 @@ Long-term memory that persists across sessions.
   cause, a strategy that worked), call store_memory with one self-contained statement.
 - When a stored memory turns out wrong or outdated, call update_memory (or store the new fact: a clear
   contradiction supersedes the old memory automatically); call forget_memory to delete a wrong one.
+- If a store superseded a memory that still holds (another fact, not an older value of the same one), call
+  restore_memory with its supersededId: both stay.
 Memories fade unless used; importance (0..1) slows the fading.
 The knowledge-graph tools (create_entities, search_nodes, ...) keep entities and relations that never fade;
 the lesson tools record error patterns with their fixes (create_lesson) and find them again
@@ -4216,6 +4220,12 @@ def build_server(memory: YourMemory):
         id: int
         content: str
         restored: list[int]
+        message: str
+
+    class RestoreResult(TypedDict):
+        action: Literal["restore"]
+        id: int
+        memory: dict[str, Any]
         message: str
 
     Content = Annotated[str, Field(min_length=1, max_length=MAX_CONTENT_CHARS,
@@ -4291,6 +4301,13 @@ def build_server(memory: YourMemory):
         """Delete a wrong memory for good, with its history and links. Older memories it had superseded
         become active again (listed in `restored`): the last value known before it."""
         return call(memory.forget, memory_id, user_id=user_id, api_key=api_key)
+
+    @server.tool(title="Restore a memory", annotations=ToolAnnotations(
+        readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False))
+    def restore_memory(memory_id: MemoryId, user_id: UserId = None, api_key: ApiKey = None) -> RestoreResult:
+        """Bring back a superseded memory (a store took another fact for its new value: pass the store's
+        `supersededId`) or a pruned one. The memory that superseded it stays active too."""
+        return call(memory.restore, memory_id, user_id=user_id, api_key=api_key)
 
     add_knowledge_graph_tools(server, memory, call, UserId, ApiKey)
     add_lesson_tools(server, memory, call, UserId, ApiKey)

@@ -494,7 +494,8 @@ def test_mcp_keys_keep_a_private_memory_private_and_no_tool_registers_agents(tmp
 
     out = anyio.run(flow)
     names = {tool.name for tool in out["tools"]}
-    assert names == {"store_memory", "recall_memory", "update_memory", "forget_memory", "create_entities",
+    assert names == {"store_memory", "recall_memory", "update_memory", "forget_memory", "restore_memory",
+                     "create_entities",
                      "create_relations", "add_observations", "delete_entities", "delete_observations",
                      "delete_relations", "read_graph", "search_nodes", "open_nodes", "create_lesson",
                      "update_lesson_success", "find_similar_errors", "get_lesson_recommendations"}

@@ -512,6 +512,7 @@ def tool_specs(seed: Seed) -> dict[str, tuple[dict[str, Kind], set[str]]]:
         "update_memory": ({"memory_id": memory_id, "new_content": content, "importance": Fraction(nullable=True),
                            **who}, {"memory_id", "new_content"}),
         "forget_memory": ({"memory_id": memory_id, **who}, {"memory_id"}),
+        "restore_memory": ({"memory_id": memory_id, **who}, {"memory_id"}),
         "create_entities": ({"entities": ListOf(Obj({"name": name, "entityType": name,
                                                      "observations": ListOf(observation)})), **who}, {"entities"}),
         "create_relations": ({"relations": ListOf(relation), **who}, {"relations"}),
@@ -536,8 +537,8 @@ def tool_specs(seed: Seed) -> dict[str, tuple[dict[str, Kind], set[str]]]:
     }
 
 
-TOOLS = ["store_memory", "recall_memory", "update_memory", "forget_memory", "create_entities", "create_relations",
-         "add_observations", "delete_entities", "delete_observations", "delete_relations", "read_graph",
+TOOLS = ["store_memory", "recall_memory", "update_memory", "forget_memory", "restore_memory", "create_entities",
+         "create_relations", "add_observations", "delete_entities", "delete_observations", "delete_relations", "read_graph",
          "search_nodes", "open_nodes", "create_lesson", "update_lesson_success", "find_similar_errors",
          "get_lesson_recommendations"]
 

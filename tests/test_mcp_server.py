@@ -21,7 +21,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 import yourmemory
 from yourmemory import YourMemory
 
-MEMORY_TOOLS = {"store_memory", "recall_memory", "update_memory", "forget_memory"}
+MEMORY_TOOLS = {"store_memory", "recall_memory", "update_memory", "forget_memory", "restore_memory"}
 GRAPH_TOOLS = {"create_entities", "create_relations", "add_observations", "delete_entities", "delete_observations",
                "delete_relations", "read_graph", "search_nodes", "open_nodes"}
 LESSON_TOOLS = {"create_lesson", "update_lesson_success", "find_similar_errors", "get_lesson_recommendations"}
@@ -82,7 +82,7 @@ async def recall(client, query: str, top_k: int = 10) -> dict:
     return payload(await client.call_tool("recall_memory", {"query": query, "top_k": top_k}))
 
 
-def test_server_lists_exactly_the_four_documented_tools_while_the_model_is_still_loading(server):
+def test_server_lists_exactly_the_documented_tools_while_the_model_is_still_loading(server):
     async def flow(client):
         listed = (await client.list_tools()).tools  # asked right after the handshake
         empty = await client.call_tool("recall_memory", {"query": "anything at all"})
@@ -107,6 +107,7 @@ def test_server_lists_exactly_the_four_documented_tools_while_the_model_is_still
     # must not retry them as if they were idempotent.
     assert by_name["store_memory"].annotations.idempotent_hint is False
     assert by_name["update_memory"].annotations.idempotent_hint is False
+    assert by_name["restore_memory"].annotations.destructive_hint is False
     assert set(by_name["store_memory"].input_schema["required"]) == {"content"}
     assert set(by_name["update_memory"].input_schema["required"]) == {"memory_id", "new_content"}
     assert set(by_name["recall_memory"].output_schema["properties"]) == {"memoriesFound", "context", "memories"}
@@ -189,6 +190,23 @@ def test_update_changes_what_recall_finds_and_forget_removes_the_memory(server):
     remaining = [m["id"] for m in out["after_forget"]["memories"]]
     assert memory_id not in remaining and remaining == [kept_id]
     assert out["again"].is_error and "memory_id" in text(out["again"])
+
+
+def test_restore_memory_brings_back_a_memory_a_store_superseded_and_both_are_recalled(server):
+    async def flow(client):
+        first = payload(await client.call_tool("store_memory", {"content": "The project database is Postgres 15"}))
+        second = payload(await client.call_tool("store_memory", {"content": "The project database is Postgres 16"}))
+        restored = payload(await client.call_tool("restore_memory", {"memory_id": second["supersededId"]}))
+        found = await recall(client, "Which Postgres version is the project database?")
+        again = await client.call_tool("restore_memory", {"memory_id": first["id"]})
+        return first, second, restored, found, again
+
+    first, second, restored, found, again = server(flow)
+    assert second["action"] == "supersede" and second["supersededId"] == first["id"]
+    assert "restore_memory" in second["message"]
+    assert restored["action"] == "restore" and restored["memory"]["status"] == "active", restored
+    assert {first["id"], second["id"]} <= {m["id"] for m in found["memories"]}
+    assert again.is_error and "memory_id" in text(again), "an active memory cannot be restored"
 
 
 BAD_CALLS = [
