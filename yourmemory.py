@@ -174,9 +174,13 @@ PHRASAL_UPDATES = {("take", "over"), ("go", "live")}  # "Lee took over as releas
 UPDATE_MARKERS = {"now", "instead", "anymore", "nowadays", "longer",  # "no longer" parses as no + longer
                   "since", "again", "today", "back"}
 MANY_VALUED_VERBS = {"support", "speak", "approve", "review", "include", "contain", "offer", "accept", "allow",
-                     "know", "attend", "play", "visit", "enjoy", "own", "maintain"}  # hold several values at once
+                     "know", "attend", "play", "visit", "enjoy", "maintain"}  # hold several values at once
 TENSE_WORDS = {"am", "is", "are", "was", "were", "has", "have", "had", "will", "used"}
 POSSIBILITY_MODALS = {"might", "may", "could", "would", "should"}  # "we might move ..." has not moved
+ROLE_NOUNS = {"manager", "lead", "leader", "head", "director", "owner", "maintainer", "chair", "president", "ceo",
+              "cto", "cfo", "coo", "gp", "doctor", "dentist", "therapist", "accountant", "lawyer", "landlord",
+              "coach", "tutor", "mentor", "contact", "assignee", "captain", "boss", "supervisor", "principal",
+              "secretary", "treasurer", "coordinator", "champion", "admin", "administrator"}  # one holder at a time
 ADDITION_WORDS = {"another", "also", "too", "additional", "additionally", "besides"}  # one more, not a new value
 NEWNESS_WORDS = {"new", "newest", "latest", "current", "currently"}  # only when said of the fact itself
 # A value written in digits ("3.11", "$30k", "port 8080") is replaced by another such value, not by a name.
@@ -957,9 +961,11 @@ def restore_backup(backup: str | Path, database: str | Path) -> dict:
     """Replace ``database`` with a checked backup; the replaced database is first saved beside it.
 
     The backup is copied beside the database, brought up to date and checked before anything of the
-    database is touched. A readable database then takes the copy through SQLite's backup API, so
-    running servers see the restored data on their next query; a damaged one (the case that calls for
-    a restore) is saved byte for byte and the copy put in its place.
+    database is touched. A sound database is saved through SQLite's backup API and takes the copy the
+    same way, so running servers see the restored data on their next query; a damaged one (the case
+    that calls for a restore) is saved byte for byte, before SQLite opens it, and the copy put in its
+    place. A database that is sound but cannot be written now (newer schema, locked, read-only) is
+    refused as it is.
     """
     backup = Path(backup).expanduser().absolute()
     database = Path(database).expanduser().absolute()
@@ -967,16 +973,18 @@ def restore_backup(backup: str | Path, database: str | Path) -> dict:
         raise InvalidInput("path", f"{backup} is not a file")
     staged = _staged_copy(backup, database)
     try:
-        issued = _ids_issued(database)
-        saved = _save_replaced(database) if database.exists() else None
-        live = _open_if_sound(database)
-        if live is None:  # damaged: its bytes are saved above; the staged copy takes its place
+        if database.exists() and _unreadable(database):
+            saved, issued = _save_bytes(database), 0
             for companion in (Path(f"{database}-wal"), Path(f"{database}-shm")):
-                companion.unlink(missing_ok=True)
+                companion.unlink(missing_ok=True)  # the damaged file's, saved with it
             os.replace(staged, database)
         else:
-            with closing(live), closing(open_raw(staged)) as source:
-                source.backup(live)
+            existed = database.exists()
+            with closing(connect(database)) as live:  # a newer schema, a lock, a read-only file: refused here
+                issued = live.execute("SELECT value FROM id_high_water WHERE name = 'memories'").fetchone()[0]
+                saved = backup_database(live, _saved_name(database), check=False) if existed else None
+                with closing(open_raw(staged)) as source:
+                    source.backup(live)
     finally:
         staged.unlink(missing_ok=True)
     with closing(connect(database)) as restored:
@@ -986,20 +994,13 @@ def restore_backup(backup: str | Path, database: str | Path) -> dict:
     return {"database": str(database), "backup": str(backup), "previous": str(saved) if saved else None, **report}
 
 
-def _ids_issued(database: Path) -> int:
-    """The highest memory id the database has given out, or 0 if it does not exist or cannot be read."""
-    if not database.exists():
-        return 0
-    try:
-        with closing(connect(database)) as current:
-            return current.execute("SELECT value FROM id_high_water WHERE name = 'memories'").fetchone()[0]
-    except (YourMemoryError, *database_errors()):
-        return 0
-
-
 def _staged_copy(backup: Path, database: Path) -> Path:
     """The backup, checked, copied beside the database and migrated there: a backup that cannot be
     brought up to date fails here, before the database is touched."""
+    try:
+        database.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise StorageError(f"cannot create the folder {database.parent}: {error.strerror or error}") from None
     staged = _free_name(database.with_name(f"{database.name}.restoring"))
     with closing(open_raw(backup)) as source:
         _check_backup(source, backup)
@@ -1017,30 +1018,33 @@ def _staged_copy(backup: Path, database: Path) -> Path:
     return staged
 
 
-def _save_replaced(database: Path) -> Path:
-    """Save the database about to be replaced beside it: through SQLite when it opens, else byte for
-    byte with its -wal file (a damaged database is kept as it is, for whoever wants to look)."""
-    saved = _free_name(database.with_name(f"{database.name}.before-restore-{time.strftime('%Y%m%d-%H%M%S')}"))
-    current = _open_if_sound(database)
-    if current is not None:
-        with closing(current):
-            return backup_database(current, saved, check=False)
+def _unreadable(database: Path) -> bool:
+    """Is the file damaged: not SQLite, or its pages inconsistent (SQLite's quick_check)? Read immutable,
+    so that looking changes nothing (a normal open would fold a -wal file into it)."""
+    try:
+        with closing(open_raw(database, read_only=True)) as probe:
+            return probe.execute("PRAGMA quick_check(1)").fetchall() != [("ok",)]
+    except database_errors():
+        return True
+
+
+def _save_bytes(database: Path) -> Path:
+    """Save a damaged database beside it, byte for byte with its -wal file, for whoever wants to look."""
+    saved = _saved_name(database)
     try:
         shutil.copy2(database, saved)
         if Path(f"{database}-wal").exists():
             shutil.copy2(f"{database}-wal", f"{saved}-wal")
     except OSError as error:
+        for partial in (saved, Path(f"{saved}-wal")):
+            partial.unlink(missing_ok=True)
         raise StorageError(f"cannot save the damaged database as {saved}: {error.strerror or error}; "
                            "nothing was restored") from None
     return saved
 
 
-def _open_if_sound(database: Path):
-    """A connection to the database, or None if it is damaged (not SQLite, truncated, its schema broken)."""
-    try:
-        return connect(database)
-    except (YourMemoryError, *database_errors()):
-        return None
+def _saved_name(database: Path) -> Path:
+    return _free_name(database.with_name(f"{database.name}.before-restore-{time.strftime('%Y%m%d-%H%M%S')}"))
 
 
 def _free_name(path: Path) -> Path:
@@ -1233,9 +1237,9 @@ def adds_nothing(old: str, new: str) -> bool:
     return all(word in in_old_order for word in new_words)  # a subsequence: each found after the last
 
 
-def _tense(text: str) -> list[str]:
+def _tense(text: str) -> set[str]:
     """The tense words of a text: "Sofia was pregnant" says something new after "Sofia is pregnant"."""
-    return [w for w in _WORD.findall(text.lower()) if w in TENSE_WORDS]
+    return {w for w in _WORD.findall(text.lower()) if w in TENSE_WORDS}
 
 
 def _negations(text: str) -> int:
@@ -1440,11 +1444,13 @@ def _in_subject(token) -> bool:
 
 def _names_role_holder(doc) -> bool:
     """"Tom is the product manager", "Kenji is our tech lead": the subject holds a role one person holds at a
-    time (said with "the" or a possessive), so a new subject is the role's new value."""
+    time (a role noun, said with "the" or a possessive), so a new subject is the role's new value. Not "Max
+    is my dog", "Acme is our customer": one has several of those."""
     sentence = next(iter(doc.sents), None)
     if sentence is None or sentence.root.lemma_.lower() != "be":
         return False
-    return any(child.dep_ == "attr" and any(d.dep_ == "poss" or d.lower_ == "the" for d in child.children)
+    return any(child.dep_ == "attr" and child.lemma_.lower() in ROLE_NOUNS
+               and any(d.dep_ == "poss" or d.lower_ == "the" for d in child.children)
                for child in sentence.root.children)
 
 
@@ -1605,15 +1611,19 @@ def _narrower_case(old_doc, new_doc) -> bool:
     """Does the new text name a case of the old one's fact rather than a new value? Its subject adds a word
     ("The upload limit *for images* is 5 MB", "The *Android* app is written in Swift"), or two parts of both
     sentences differ ("Standup is at 11:00 *on Fridays*" after "... at 9:30 on weekdays")."""
-    if value_words(new_doc) & _subject_words(new_doc) - content_lemmas(old_doc):
+    old_words = {t.lower_ for t in old_doc} | {t.lemma_.lower() for t in old_doc}
+    if value_words(new_doc) & _subject_words(new_doc) - old_words:
         return True
-    if any(t.lower_ in ADDITION_WORDS for t in new_doc):
-        return True  # "We had *another* outage on May 20", "The app *also* supports Spanish"
-    sentence = next(iter(new_doc.sents), None)
-    if sentence is not None and sentence.root.lemma_.lower() in MANY_VALUED_VERBS:
-        return True  # "The app supports Spanish" adds to "The app supports English"
     old_parts, new_parts = _clause_parts(old_doc), _clause_parts(new_doc)
     return sum(1 for part, words in new_parts.items() if words and old_parts.get(part, words) != words) > 1
+
+
+def _adds_one_more(doc) -> bool:
+    """"We had *another* outage", "We now *also* use Sentry", "Our CI runs on Buildkite *too*", "The app
+    (now) supports Spanish": one more of a kind, or a relation that holds several values, not a new value."""
+    sentence = next(iter(doc.sents), None)
+    return (any(t.lower_ in ADDITION_WORDS for t in doc)
+            or (sentence is not None and sentence.root.lemma_.lower() in MANY_VALUED_VERBS))
 
 
 def _subject_words(doc) -> set[str]:
@@ -2346,7 +2356,7 @@ class YourMemory:
         announced change that names what it replaced must replace a memory that mentions it, and a
         restatement must take its value through the same preposition.
         """
-        if speaker(old_content) != speaker(new_content):
+        if speaker(old_content) != speaker(new_content) or _adds_one_more(new_doc):
             return False
         may_contradict = (similarity >= CONTRADICTION_MIN_SIMILARITY
                           and changed_span(words(old_content), new_doc) is not None)
@@ -2966,7 +2976,9 @@ class YourMemory:
                 raise InvalidInput("memory_id", f"memory {memory_id} is {row['status']}, not pruned or superseded")
             why = f"was superseded by memory {row['superseded_by']}" if row["superseded_by"] is not None else None
             self._reactivate(memory_id, caller, self.clock(), why)
-            beside = f", beside memory {row['superseded_by']}" if row["superseded_by"] is not None else ""
+            successor = self._memory_rows([row["superseded_by"]]).get(row["superseded_by"]) \
+                if row["superseded_by"] is not None else None
+            beside = f", beside memory {successor['id']}" if successor and successor["status"] == "active" else ""
             return {"action": "restore", "id": memory_id, "memory": self._get(memory_id),
                     "message": f"Memory {memory_id} is active again{beside}."}
 

@@ -304,3 +304,44 @@ def test_doctor_reports_a_missing_table_instead_of_failing_on_it(filled, db_path
     result = run_cli(db_path, "doctor")
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert f"PROBLEM: the table {table} is missing" in result.stdout, result.stdout + result.stderr
+
+
+def test_restore_backup_refuses_a_sound_database_of_a_newer_schema_and_leaves_it_alone(filled, db_path, tmp_path):
+    """Only a damaged database is replaced file and all: a newer version's database (or a locked one) is
+    in someone's use, and swapping its file would orphan that process's writes."""
+    memory, _ = filled
+    backup = memory.backup(tmp_path / "good.db")
+    memory.close()
+    plain = sqlite3.connect(db_path)
+    plain.execute(f"PRAGMA user_version = {yourmemory.SCHEMA_VERSION + 1}")
+    plain.commit()
+    plain.close()
+    before = db_path.read_bytes()
+    with pytest.raises(yourmemory.SchemaTooNew):
+        yourmemory.restore_backup(backup, db_path)
+    assert db_path.read_bytes() == before
+    assert not [path for path in tmp_path.iterdir() if "before-restore" in path.name or "restoring" in path.name]
+
+
+def test_restore_backup_into_a_folder_that_is_gone_creates_it(filled, tmp_path):
+    memory, _ = filled
+    backup = memory.backup(tmp_path / "good.db")
+    target = tmp_path / "gone" / "again" / "memory.db"
+    yourmemory.restore_backup(backup, target)
+    assert contents(target) == contents(backup)
+
+
+def test_a_damaged_database_and_its_wal_are_saved_untouched_before_the_restore(filled, db_path, tmp_path):
+    memory, _ = filled
+    backup = memory.backup(tmp_path / "good.db")
+    memory.close()
+    for companion in (Path(f"{db_path}-wal"), Path(f"{db_path}-shm")):
+        companion.unlink(missing_ok=True)
+    broken, log = b"not a database at all\n" * 50, b"\x00" * 100
+    db_path.write_bytes(broken)
+    Path(f"{db_path}-wal").write_bytes(log)
+    yourmemory.restore_backup(backup, db_path)
+    saved = next(path for path in tmp_path.iterdir() if path.name.startswith("memory.db.before-restore-")
+                 and not path.name.endswith("-wal"))
+    assert saved.read_bytes() == broken and Path(f"{saved}-wal").read_bytes() == log
+    assert contents(db_path) == contents(backup)

@@ -197,6 +197,10 @@ def test_an_announced_change_in_other_words_supersedes(memory, old, new):
     ("The app supports English.", "The app supports Spanish."),
     ("We had an outage on March 12 caused by an expired TLS certificate.",
      "We had another outage on May 20 caused by a DNS misconfiguration."),
+    ("We use Datadog for monitoring.", "We now also use Sentry for monitoring."),  # announced, but one more
+    ("The app supports English.", "The app now supports Spanish."),
+    ("Rex is my dog.", "Max is my new dog."),  # a dog is no role one holds at a time
+    ("Globex is our customer.", "Acme is our new customer."),
     # no change yet, or none at all
     ("The frontend is hosted on Vercel.", "We might move the frontend to Netlify next quarter."),
     ("Production runs on ECS in eu-west-1.", "We chose ECS over Kubernetes for simplicity."),
