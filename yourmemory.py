@@ -1507,13 +1507,18 @@ def _mentions_replaced(old_doc, new_doc) -> bool:
     flake8 with Ruff"), the old text must mention it: "Checkout errors go to Honeybadger instead of
     Sentry" says nothing about "The checkout service tags every error with the cart ID"."""
     replaced = _replaced_names(new_doc)
-    return not replaced or bool(replaced & ({t.lower_ for t in old_doc} | {t.lemma_.lower() for t in old_doc}))
+    return not replaced or bool(replaced & _word_forms(old_doc))
+
+
+def _word_forms(doc) -> set[str]:
+    """Every word of a text as written (lower-cased) and as its lemma."""
+    return {t.lower_ for t in doc} | {t.lemma_.lower() for t in doc}
 
 
 def _already_held(old_doc, new_doc) -> bool:
     """Did the change choose what the old text already holds? "We chose ECS over Kubernetes for simplicity"
     says why "Production runs on ECS in eu-west-1"; it does not replace it."""
-    old_words = {t.lower_ for t in old_doc} | {t.lemma_.lower() for t in old_doc}
+    old_words = _word_forms(old_doc)
     for verb in (t for t in new_doc if _is_change_verb(t) and _verb_lemma(t) in ("choose", "pick", "select")):
         chosen = {child.lower_ for child in verb.children
                   if child.dep_ in ("dobj", "nsubjpass") and child.pos_ in ("NOUN", "PROPN", "NUM")}
@@ -1611,7 +1616,7 @@ def _narrower_case(old_doc, new_doc) -> bool:
     """Does the new text name a case of the old one's fact rather than a new value? Its subject adds a word
     ("The upload limit *for images* is 5 MB", "The *Android* app is written in Swift"), or two parts of both
     sentences differ ("Standup is at 11:00 *on Fridays*" after "... at 9:30 on weekdays")."""
-    old_words = {t.lower_ for t in old_doc} | {t.lemma_.lower() for t in old_doc}
+    old_words = _word_forms(old_doc)
     if value_words(new_doc) & _subject_words(new_doc) - old_words:
         return True
     old_parts, new_parts = _clause_parts(old_doc), _clause_parts(new_doc)
@@ -2268,6 +2273,8 @@ class YourMemory:
                  read_only: bool | None = None):
         """``read_only``: None decides from the file's and folder's permissions; True opens an existing
         database for reading only (recall, stats, export, backup), whatever they allow."""
+        if not (read_only is None or isinstance(read_only, bool)):
+            raise InvalidInput("read_only", f"must be true, false or None, not {read_only!r}")
         self.path = Path(path).expanduser() if path and str(path) != ":memory:" else (path or default_db_path())
         self.user = _check_user(user if user is not None else default_user(), "user")
         self.clock = clock
@@ -4002,7 +4009,8 @@ RECORD_FIELDS = {"entity": ("name", "entityType", "observations"), "relation": (
 def import_files(memory: YourMemory, paths: Iterable[str | Path], *, user_id: str | None = None,
                  on_progress: Callable[[str, int, int], None] | None = None) -> dict:
     """Import each file, or each memory*/lesson* file in a folder; one report for all.
-    ``on_progress(file name, records done, records in the file)`` is called as records go in."""
+    ``on_progress(file name, records done, records in the file)`` is called as records go in. A storage
+    failure (disk full, read-only, locked) stops the import; ``report["stopped"]`` then says where ("file:line")."""
     report = {"files": [], "entities": 0, "relations": 0, "observations": 0, "lessons": 0, "memories": 0,
               "skipped": 0, "problems": [], "ignored": {}}
     targets = _import_targets(paths)

@@ -1077,3 +1077,10 @@ def test_what_only_reads_still_works_on_a_full_disk(small_disk, template, embedd
     assert export.returncode == 0 and MEMORIES[0][0] in export.stdout, export.stderr
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
     assert_clear_cli_failure(store, FULL, "a write on a full disk")
+
+
+@pytest.mark.parametrize("value", ["yes", 1, 0.0])
+def test_read_only_must_be_true_false_or_none(seeded_db, embedder, value):
+    with pytest.raises(yourmemory.InvalidInput, match="read_only") as error:
+        YourMemory(seeded_db, user=USER, embedder=embedder, read_only=value)
+    assert error.value.field == "read_only"
