@@ -207,6 +207,23 @@ NEWER_CLOSE_MIN_SIMILARITY = 0.6
 NEWER_FROM_REST_MIN_SIMILARITY = 0.55
 NEWER_FROM_REST_FACTOR = 8  # ... among the first 8 x top_k candidates (at 2 or 4 x, one fewer stale chain was right)
 NEWER_FROM_REST_MAX = 100  # ... and at most 100 past the results: each is compared with every result
+# What a question asks for, told by its first words, and the words that name it in an answer. A close
+# fact that names none of it does not answer the question before one that does: "When is the infra
+# standup?" is answered by "The infra team's daily standup happens at 8:45", not by "The infra team's
+# standup is capped at 15 minutes" (a length, not a time).
+ASKED_KINDS = (
+    ("time", re.compile(r"(when|what time(?! zone)|what day|which day|what date|by when|until when|how often)\b")),
+    ("amount", re.compile(r"(how (long|many|much|big|large|old|far|fast|high)"
+                          r"|(what|which) (port|version|size|number|limit|percentage|price|cost|budget|timeout))\b")),
+    ("place", re.compile(r"where\b")),
+)
+TIME_POINT = re.compile(r"\d{1,2}(:\d\d|[ap]m)|\d+(st|nd|rd|th)|(19|20)\d\d|q[1-4]", re.I)
+TIME_WORDS = MONTHS | FREQUENCY_ADVERBS | {
+    "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "weekday", "weekend",
+    "morning", "afternoon", "evening", "night", "noon", "midday", "midnight", "lunch", "lunchtime", "tonight",
+    "today", "tomorrow", "yesterday", "am", "pm", "every", "once", "twice", "fortnightly", "biweekly"}
+PLACE_PREPOSITIONS = {"in", "at", "on", "to", "into", "onto", "from", "under", "near", "by", "inside", "outside",
+                      "behind", "beside", "within", "over", "above", "below"}
 FIRST_PERSON = {"i": "i", "me": "i", "my": "i", "mine": "i", "myself": "i",
                 "we": "we", "us": "we", "our": "we", "ours": "we", "ourselves": "we"}
 
@@ -1667,6 +1684,37 @@ def _asked_about_the_older_subject(old_doc, new_doc, asked_words: set[str]) -> b
     return bool((old_marks - new_marks) & asked_words) and bool(new_marks - old_marks - asked_words)
 
 
+def asked_kind(question: str) -> str | None:
+    """What a question asks for: "time" (when, how often), "amount" (how many, which port), "place" (where)."""
+    opening = " ".join(word.lower() for word in _runs(question)[:3])
+    return next((kind for kind, pattern in ASKED_KINDS if pattern.match(opening)), None)
+
+
+def names_kind(doc, kind: str) -> bool:
+    """Does the text name a thing of the ``kind`` a question asks for (``asked_kind``)?"""
+    if kind == "time":
+        return any(TIME_POINT.fullmatch(t.text) or _time_word(t) for t in doc)
+    if kind == "amount":
+        return any(t.tag_ == "CD" or any(c.isdigit() for c in t.text) for t in doc)
+    return any(_names_a_place(t) for t in doc)  # "place"
+
+
+def _names_a_place(token) -> bool:
+    """A place: the object of "in", "at", "to"... that is not a time ("on Thursdays"), a name outside the
+    subject ("joined DeepMind"), or a path ("/etc/nginx", "s3://backups")."""
+    if token.dep_ == "pobj" and token.head.lower_ in PLACE_PREPOSITIONS:
+        return not (_time_word(token) or token.lemma_.lower() in TIME_UNITS)
+    if token.pos_ == "PROPN" and not _in_subject(token):
+        return not _time_word(token)
+    return "/" in token.text
+
+
+def _time_word(token) -> bool:
+    """"Tuesdays", "mornings", "May", "weekly": spaCy leaves some plurals of names as they are."""
+    word = token.lower_
+    return word in TIME_WORDS or word.removesuffix("s") in TIME_WORDS or token.lemma_.lower() in TIME_WORDS
+
+
 def _subject_marks_with_adjectives(token) -> set[str]:
     return _marks(token) | {child.lower_ for child in token.children if child.dep_ in ("amod", "poss")
                             and child.pos_ != "PRON"}
@@ -2512,7 +2560,8 @@ class YourMemory:
             self._round_two(candidates, seeds, caller, top_k, now)
             ranked = sorted(candidates.values(), key=lambda c: -c["score"])
             rest = ranked[top_k:top_k + min((NEWER_FROM_REST_FACTOR - 1) * top_k, NEWER_FROM_REST_MAX)]
-            chosen = self._newer_values_first(ranked[:top_k], rest, names_in(query), plain_words(query))
+            chosen = self._newer_values_first(ranked[:top_k], rest, names_in(query), plain_words(query),
+                                              asked_kind(query))
             self._fill_similarity({c["id"]: c for c in chosen}, vector)  # one reached by the graph has none yet
             if not self.read_only:  # a read-only database is still searchable; it just cannot learn
                 self._reinforce_recalled([c["id"] for c in chosen], caller, now)
@@ -2520,7 +2569,7 @@ class YourMemory:
         return {"memoriesFound": len(memories), "context": render_context(memories), "memories": memories}
 
     def _newer_values_first(self, chosen: list[dict], rest: list[dict], asked_names: set[str],
-                            asked_words: set[str]) -> list[dict]:
+                            asked_words: set[str], kind: str | None = None) -> list[dict]:
         """A newer value of a fact moves just above an older one that outranked it, and takes its score.
         A newer value among the ``rest`` of the candidates, close to the older one (cosine >= 0.55), comes
         in the same way, and the last result makes room: an old value recalled brings its successor.
@@ -2546,7 +2595,7 @@ class YourMemory:
             if c["id"] not in docs:
                 docs[c["id"]] = parsed(c["row"]["content"], c["row"]["parse"])
             return docs[c["id"]]
-        order = list(chosen)
+        order = self._answers_first(chosen, kind, related, doc) if kind else list(chosen)
         # A result's id -> the newest value that came in from the rest above it. The rest are not compared
         # with each other, so a newer one goes above that; results were, and are met first in the loop.
         heads = {}
@@ -2557,7 +2606,8 @@ class YourMemory:
                 similarity = related.get((earlier["id"], later["id"]))
                 if (similarity is not None and similarity >= floor
                         and earlier["row"]["created_at"] < later["row"]["created_at"]
-                        and self._newer_value(doc(earlier), doc(later), similarity, asked_names, asked_words)):
+                        and self._newer_value(doc(earlier), doc(later), similarity, asked_names, asked_words,
+                                              kind)):
                     anchor = heads.get(earlier["id"], earlier)
                     if not outside:
                         order.remove(later)
@@ -2569,7 +2619,23 @@ class YourMemory:
         return order[:len(chosen)]
 
     @staticmethod
-    def _newer_value(old_doc, new_doc, similarity: float, asked_names: set[str], asked_words: set[str]) -> bool:
+    def _answers_first(chosen: list[dict], kind: str, related: dict, doc: Callable) -> list[dict]:
+        """A fact that names what the question asks for (``asked_kind``) moves just above a close fact
+        ranked above it that names none of it, and takes its score."""
+        order = list(chosen)
+        for answer in chosen:
+            for above in order[:order.index(answer)]:
+                if (related.get((above["id"], answer["id"]), 0.0) >= NEWER_CLOSE_MIN_SIMILARITY
+                        and not names_kind(doc(above), kind) and names_kind(doc(answer), kind)):
+                    order.remove(answer)
+                    order.insert(order.index(above), answer)
+                    answer["score"], answer["via"] = above["score"], "answer"
+                    break
+        return order
+
+    @staticmethod
+    def _newer_value(old_doc, new_doc, similarity: float, asked_names: set[str], asked_words: set[str],
+                     kind: str | None = None) -> bool:
         """Does the newer text give the older one's fact another value: said nearly the same way (cosine
         >= 0.6), restated with a change word (>= 0.4), or announced as a change of the same fact (>= 0.3,
         as ``_related_pairs`` already required)?
@@ -2582,11 +2648,15 @@ class YourMemory:
         as often the topic as the owner); and a value the question names guards the older text too ("Is
         Kai interning at Google?"). Nor when the question names a mark of the older fact's subject and the
         newer fact's subject has a mark of its own ("the *database* connection pool" / "the *Redis* connection
-        pool"), capitalised or not.
+        pool"), capitalised or not. Nor when the question asks for a kind of thing (``asked_kind``: a time, an
+        amount, a place) that the older text names and the newer one, announcing no change, does not: "The infra
+        standup is capped at 15 minutes" does not answer "When is the infra standup?" before "... is at 8:45".
         """
         return ((similarity >= NEWER_CLOSE_MIN_SIMILARITY
                  and not (names_in(old_doc.text) - plain_words(new_doc.text)) & asked_names
-                 and not _asked_about_the_older_subject(old_doc, new_doc, asked_words))
+                 and not _asked_about_the_older_subject(old_doc, new_doc, asked_words)
+                 and not (kind and names_kind(old_doc, kind) and not names_kind(new_doc, kind)
+                          and not _announces_change(new_doc)))
                 or (similarity >= NEWER_FIRST_MIN_SIMILARITY and _announces_change(new_doc)
                     and restates_value(old_doc, new_doc))
                 or announces_update(old_doc, new_doc))
@@ -4218,7 +4288,7 @@ def build_server(memory: YourMemory):
         similarity: Optional[float]
         bm25: float
         score: float
-        via: Literal["vector", "bm25", "context", "graph", "newer"]
+        via: Literal["vector", "bm25", "context", "graph", "newer", "answer"]
         recall_count: int
         created_at: str
         last_accessed_at: str

@@ -382,3 +382,70 @@ def test_a_newer_fact_about_another_subject_does_not_move_above_the_one_asked_ab
         memory.store(text)
         clock.advance(days=1)
     assert memory.recall(question, top_k=3)["memories"][0]["content"] == answer
+
+
+@pytest.mark.parametrize("question, kind", [
+    ("When is the design review?", "time"),
+    ("What time is standup?", "time"),
+    ("How often do we release?", "time"),
+    ("What time zone is the user in?", None),  # a zone is a name, not a time
+    ("How many replicas does the web deployment run?", "amount"),
+    ("Which port does the admin API listen on?", "amount"),
+    ("Where are the nightly backups stored?", "place"),
+    ("Who owns the billing service?", None),
+    ("Which editor does Bob use?", None),
+])
+def test_what_a_question_asks_for(question, kind):
+    assert yourmemory.asked_kind(question) == kind
+
+
+@pytest.mark.parametrize("text, kind, names", [
+    ("Standup moved to 10:15.", "time", True),
+    ("Standup is capped at 15 minutes.", "time", False),  # a length, not a time
+    ("We hold sprint planning on Tuesdays.", "time", True),
+    ("The web deployment runs three replicas.", "amount", True),
+    ("The admin API only accepts connections from the VPN.", "amount", False),
+    ("Nightly backups go to the NAS in the basement.", "place", True),
+    ("Aisha joined DeepMind.", "place", True),
+    ("The training data moved to s3://ml-data/train.", "place", True),
+    ("Team lunch is on Thursdays.", "place", False),  # "on" a day is a time
+    ("Ingrid works part-time.", "place", False),
+])
+def test_what_a_text_names_of_what_is_asked(text, kind, names):
+    assert yourmemory.names_kind(yourmemory.parse(text), kind) is names
+
+
+@pytest.mark.parametrize("older, newer, question", [
+    ("The analytics cluster runs 12 worker nodes.", "The analytics cluster's worker nodes are spot instances.",
+     "How many worker nodes does the analytics cluster run?"),
+    ("The book club meets on the first Thursday of the month.", "The book club reads one novel a month.",
+     "When does the book club meet?"),
+    ("Nightly backups are written to the NAS in the basement.", "Nightly backups are encrypted before upload.",
+     "Where are the nightly backups written?"),
+])
+def test_a_newer_close_fact_that_names_no_answer_stays_below_one_that_does(memory, clock, older, newer, question):
+    """Newer-first would take the newer fact (cosine >= 0.6) for the newer value; the question asks for a number,
+    a time or a place, which only the older one names."""
+    first = memory.store(older)
+    clock.advance(seconds=60)
+    assert memory.store(newer)["action"] == "store"
+    top = memory.recall(question, top_k=2)["memories"]
+    assert top[0]["id"] == first["id"] and "newer" not in {m["via"] for m in top}
+
+
+def test_a_fact_that_names_what_is_asked_moves_above_a_close_one_that_does_not(memory, clock):
+    """The question is worded like the other fact about the book club, which ranks first on its own."""
+    answer = memory.store("The book club meets on the first Thursday of the month.")
+    clock.advance(seconds=60)
+    memory.store("The book club reads one novel a month, picked by vote.")
+    top = memory.recall("When does the book club that picks its novel by vote meet?", top_k=2)["memories"]
+    assert top[0]["id"] == answer["id"] and top[0]["via"] == "answer"
+
+
+def test_an_announced_change_still_comes_first_when_it_names_no_answer(memory, clock):
+    """"Now asynchronous" names no time, but it says the 9:30 standup is over."""
+    memory.store("The team standup is at 9:30.")
+    clock.advance(seconds=60)
+    change = memory.store("The team standup is now asynchronous.")
+    top = memory.recall("When is the team standup?", top_k=2)["memories"]
+    assert top[0]["id"] == change["id"]
