@@ -212,18 +212,25 @@ NEWER_FROM_REST_MAX = 100  # ... and at most 100 past the results: each is compa
 # standup?" is answered by "The infra team's daily standup happens at 8:45", not by "The infra team's
 # standup is capped at 15 minutes" (a length, not a time).
 ASKED_KINDS = (
-    ("time", re.compile(r"(when|what time(?! zone)|what day|which day|what date|by when|until when|how often)\b")),
-    ("amount", re.compile(r"(how (long|many|much|big|large|old|far|fast|high)"
-                          r"|(what|which) (port|version|size|number|limit|percentage|price|cost|budget|timeout))\b")),
+    ("time", re.compile(r"(when|(at )?what (time(?! zone)|day|date|year|month)|which (day|date|month)s?|by when"
+                        r"|until when|how (often|soon|frequently))\b")),
+    ("amount", re.compile(r"how (long|many|much|big|large|old|far|fast|high)\b")),  # "three", "40"
+    ("number", re.compile(r"(what|which) (port|version|size|number|limit|percentage|price|cost|budget|timeout)\b")),
     ("place", re.compile(r"where\b")),
 )
-TIME_POINT = re.compile(r"\d{1,2}(:\d\d|[ap]m)|\d+(st|nd|rd|th)|(19|20)\d\d|q[1-4]", re.I)
+# A time: a clock time, an ordinal day, a date, a year, a quarter; a weekday, a month, a part of the day; how often.
+TIME_POINT = re.compile(r"\d{1,2}(:\d\d|[ap]m|[ap]\.m\.?)|\d+(st|nd|rd|th)|\d{1,4}[/.-]\d{1,2}[/.-]\d{1,4}|q[1-4]|eod",
+                        re.I)
+YEAR = re.compile(r"(19|20)\d\d")
 TIME_WORDS = MONTHS | FREQUENCY_ADVERBS | {
     "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "weekday", "weekend",
     "morning", "afternoon", "evening", "night", "noon", "midday", "midnight", "lunch", "lunchtime", "tonight",
-    "today", "tomorrow", "yesterday", "am", "pm", "every", "once", "twice", "fortnightly", "biweekly"}
-PLACE_PREPOSITIONS = {"in", "at", "on", "to", "into", "onto", "from", "under", "near", "by", "inside", "outside",
-                      "behind", "beside", "within", "over", "above", "below"}
+    "today", "tomorrow", "yesterday", "fortnightly", "biweekly", "o'clock"}
+TIME_PREPOSITIONS = {"at", "by", "until", "till", "from", "before", "after", "around", "since"}  # "at ten"
+TIME_DETERMINERS = {"every", "each", "next", "last", "this", "coming"}  # "every two weeks", "next month"
+PATH = re.compile(r"^[~.]?/\w|://|\w/[\w.-]+/")  # "/etc/nginx", "s3://backups", "deploy/nginx/site"; not "24/7"
+PLACE_PREPOSITIONS = {"in", "at", "on", "to", "into", "onto", "from", "under", "near", "inside", "outside", "behind",
+                      "beside", "within", "over", "above", "below"}
 FIRST_PERSON = {"i": "i", "me": "i", "my": "i", "mine": "i", "myself": "i",
                 "we": "we", "us": "we", "our": "we", "ours": "we", "ourselves": "we"}
 
@@ -1685,34 +1692,64 @@ def _asked_about_the_older_subject(old_doc, new_doc, asked_words: set[str]) -> b
 
 
 def asked_kind(question: str) -> str | None:
-    """What a question asks for: "time" (when, how often), "amount" (how many, which port), "place" (where)."""
-    opening = " ".join(word.lower() for word in _runs(question)[:3])
+    """What a question asks for: "time" (when, how often), "amount" (how many, how long), "number" (which
+    port, what version), "place" (where). An opening clause is skipped: "When deploying, which port ...?"."""
+    clauses = question.split(",", 1)
+    if len(clauses) > 1 and len(_runs(clauses[0])) <= 3 and _runs(clauses[1])[:1] and \
+            _runs(clauses[1])[0].lower() in ("what", "which", "when", "where", "how", "who", "whose"):
+        question = clauses[1]
+    opening = " ".join(word.lower() for word in _runs(question)[:4])
     return next((kind for kind, pattern in ASKED_KINDS if pattern.match(opening)), None)
 
 
 def names_kind(doc, kind: str) -> bool:
-    """Does the text name a thing of the ``kind`` a question asks for (``asked_kind``)?"""
-    if kind == "time":
-        return any(TIME_POINT.fullmatch(t.text) or _time_word(t) for t in doc)
-    if kind == "amount":
-        return any(t.tag_ == "CD" or any(c.isdigit() for c in t.text) for t in doc)
-    return any(_names_a_place(t) for t in doc)  # "place"
+    """Does the text name a thing of the ``kind`` a question asks for (``asked_kind``), outside its subject?
+    (The subject is what the question is about: "The nightly build is owned by the platform team" names no time.)"""
+    named = {"time": _names_a_time,
+             "amount": lambda t: t.tag_ == "CD" or _has_digit(t),
+             "number": _has_digit,
+             "place": _names_a_place}[kind]
+    return any(named(t) and not _in_subject(t) for t in doc)
 
 
-def _names_a_place(token) -> bool:
-    """A place: the object of "in", "at", "to"... that is not a time ("on Thursdays"), a name outside the
-    subject ("joined DeepMind"), or a path ("/etc/nginx", "s3://backups")."""
-    if token.dep_ == "pobj" and token.head.lower_ in PLACE_PREPOSITIONS:
-        return not (_time_word(token) or token.lemma_.lower() in TIME_UNITS)
-    if token.pos_ == "PROPN" and not _in_subject(token):
-        return not _time_word(token)
-    return "/" in token.text
+def _has_digit(token) -> bool:
+    return any(c.isdigit() for c in token.text)
+
+
+def _names_a_time(token) -> bool:
+    """"at 9:30", "on the 20th", "2026-03-01", "in 2027", "on Tuesdays", "weekly", "every two weeks", "at ten";
+    not "15 minutes" (a length), "2048 MB", nor "may" the verb."""
+    if TIME_POINT.fullmatch(token.text) or _time_word(token):
+        return True
+    if token.lower_ in ("am", "pm", "a.m.", "p.m.") and token.i > 0:
+        return _has_digit(token.nbor(-1)) or token.nbor(-1).tag_ == "CD"  # "2 p.m."; not "I am"
+    if YEAR.fullmatch(token.text):  # "in 2027", "June 12, 2027"; not "room 2048", "2048 MB"
+        return ((token.dep_ == "pobj" and token.head.lower_ in TIME_PREPOSITIONS | {"in", "during"})
+                or any(t.lower_ in MONTHS for t in token.doc[max(token.i - 3, 0):token.i]))
+    if token.lemma_.lower() in TIME_UNITS:  # "every two weeks", "twice a month", "in two weeks"; not "15 minutes"
+        return (any(child.lower_ in TIME_DETERMINERS for child in token.children)
+                or any(t.lower_ in ("once", "twice", "times") for t in token.doc[max(token.i - 3, 0):token.i])
+                or (token.dep_ == "pobj" and token.head.lower_ == "in"))
+    return token.tag_ == "CD" and token.dep_ == "pobj" and token.head.lower_ in TIME_PREPOSITIONS
 
 
 def _time_word(token) -> bool:
-    """"Tuesdays", "mornings", "May", "weekly": spaCy leaves some plurals of names as they are."""
+    """"Tuesdays", "mornings", "May", "weekly": spaCy leaves some plurals of names as they are. "May" the
+    modal verb ("the standup may run over") is no month."""
+    if token.tag_ == "MD":
+        return False
     word = token.lower_
     return word in TIME_WORDS or word.removesuffix("s") in TIME_WORDS or token.lemma_.lower() in TIME_WORDS
+
+
+def _names_a_place(token) -> bool:
+    """A place: the object of "in", "at", "to"... that is neither a time ("on Thursdays", "at 9:30") nor a
+    number ("in 2026"), or a path ("/etc/nginx", "s3://backups"). Not a name alone: "Carla", "Terraform" and
+    "KMS" are no places."""
+    if token.dep_ == "pobj" and token.head.lower_ in PLACE_PREPOSITIONS:
+        return not (_names_a_time(token) or token.lemma_.lower() in TIME_UNITS or token.tag_ == "CD"
+                    or _has_digit(token))
+    return PATH.search(token.text) is not None
 
 
 def _subject_marks_with_adjectives(token) -> set[str]:
@@ -2621,12 +2658,15 @@ class YourMemory:
     @staticmethod
     def _answers_first(chosen: list[dict], kind: str, related: dict, doc: Callable) -> list[dict]:
         """A fact that names what the question asks for (``asked_kind``) moves just above a close fact
-        ranked above it that names none of it, and takes its score."""
+        ranked above it that names none of it, and takes its score; not above a newer one that announces
+        a change ("The team standup is now asynchronous" ends the 9:30 standup)."""
         order = list(chosen)
         for answer in chosen:
             for above in order[:order.index(answer)]:
                 if (related.get((above["id"], answer["id"]), 0.0) >= NEWER_CLOSE_MIN_SIMILARITY
-                        and not names_kind(doc(above), kind) and names_kind(doc(answer), kind)):
+                        and not names_kind(doc(above), kind) and names_kind(doc(answer), kind)
+                        and not (above["row"]["created_at"] > answer["row"]["created_at"]
+                                 and _announces_change(doc(above)))):
                     order.remove(answer)
                     order.insert(order.index(above), answer)
                     answer["score"], answer["via"] = above["score"], "answer"
@@ -2649,7 +2689,7 @@ class YourMemory:
         Kai interning at Google?"). Nor when the question names a mark of the older fact's subject and the
         newer fact's subject has a mark of its own ("the *database* connection pool" / "the *Redis* connection
         pool"), capitalised or not. Nor when the question asks for a kind of thing (``asked_kind``: a time, an
-        amount, a place) that the older text names and the newer one, announcing no change, does not: "The infra
+        amount, a number, a place) that the older text names and the newer one, announcing no change, does not: "The infra
         standup is capped at 15 minutes" does not answer "When is the infra standup?" before "... is at 8:45".
         """
         return ((similarity >= NEWER_CLOSE_MIN_SIMILARITY
