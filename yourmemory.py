@@ -219,8 +219,8 @@ ASKED_KINDS = (
     ("place", re.compile(r"where\b")),
 )
 # A time: a clock time, an ordinal day, a date, a year, a quarter; a weekday, a month, a part of the day; how often.
-TIME_POINT = re.compile(r"\d{1,2}(:\d\d|[ap]m|[ap]\.m\.?)|\d+(st|nd|rd|th)|\d{1,4}[/.-]\d{1,2}[/.-]\d{1,4}|q[1-4]|eod",
-                        re.I)
+TIME_POINT = re.compile(r"\d{1,2}(:\d\d|[ap]m|[ap]\.m\.?)|\d+(st|nd|rd|th)|\d{1,4}[/-]\d{1,2}[/-]\d{1,4}"
+                        r"|\d{1,2}\.\d{1,2}\.\d{4}|q[1-4]|eod", re.I)  # "12.03.2026" is a date, "3.11.2" a version
 YEAR = re.compile(r"(19|20)\d\d")
 TIME_WORDS = MONTHS | FREQUENCY_ADVERBS | {
     "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "weekday", "weekend",
@@ -228,6 +228,7 @@ TIME_WORDS = MONTHS | FREQUENCY_ADVERBS | {
     "today", "tomorrow", "yesterday", "fortnightly", "biweekly", "o'clock"}
 TIME_PREPOSITIONS = {"at", "by", "until", "till", "from", "before", "after", "around", "since"}  # "at ten"
 TIME_DETERMINERS = {"every", "each", "next", "last", "this", "coming"}  # "every two weeks", "next month"
+WH_WORDS = {"what", "which", "when", "where", "how", "who", "whose"}
 PATH = re.compile(r"^[~.]?/\w|://|\w/[\w.-]+/")  # "/etc/nginx", "s3://backups", "deploy/nginx/site"; not "24/7"
 PLACE_PREPOSITIONS = {"in", "at", "on", "to", "into", "onto", "from", "under", "near", "inside", "outside", "behind",
                       "beside", "within", "over", "above", "below"}
@@ -1694,11 +1695,11 @@ def _asked_about_the_older_subject(old_doc, new_doc, asked_words: set[str]) -> b
 def asked_kind(question: str) -> str | None:
     """What a question asks for: "time" (when, how often), "amount" (how many, how long), "number" (which
     port, what version), "place" (where). An opening clause is skipped: "When deploying, which port ...?"."""
-    clauses = question.split(",", 1)
-    if len(clauses) > 1 and len(_runs(clauses[0])) <= 3 and _runs(clauses[1])[:1] and \
-            _runs(clauses[1])[0].lower() in ("what", "which", "when", "where", "how", "who", "whose"):
-        question = clauses[1]
-    opening = " ".join(word.lower() for word in _runs(question)[:4])
+    opening, _, rest = question.partition(",")
+    asking = [word.lower() for word in _runs(rest)]
+    if not (len(_runs(opening)) <= 3 and asking and asking[0] in WH_WORDS):
+        asking = [word.lower() for word in _runs(question)]
+    opening = " ".join(asking[:4])
     return next((kind for kind, pattern in ASKED_KINDS if pattern.match(opening)), None)
 
 
@@ -1723,9 +1724,10 @@ def _names_a_time(token) -> bool:
         return True
     if token.lower_ in ("am", "pm", "a.m.", "p.m.") and token.i > 0:
         return _has_digit(token.nbor(-1)) or token.nbor(-1).tag_ == "CD"  # "2 p.m."; not "I am"
-    if YEAR.fullmatch(token.text):  # "in 2027", "June 12, 2027"; not "room 2048", "2048 MB"
+    if YEAR.fullmatch(token.text):  # "in 2027", "June 12, 2027", "2027-03-12" (split in three); not "room 2048"
         return ((token.dep_ == "pobj" and token.head.lower_ in TIME_PREPOSITIONS | {"in", "during"})
-                or any(t.lower_ in MONTHS for t in token.doc[max(token.i - 3, 0):token.i]))
+                or any(t.lower_ in MONTHS for t in token.doc[max(token.i - 3, 0):token.i])
+                or (token.i + 2 < len(token.doc) and token.nbor().text == "-" and token.nbor(2).text.isdigit()))
     if token.lemma_.lower() in TIME_UNITS:  # "every two weeks", "twice a month", "in two weeks"; not "15 minutes"
         return (any(child.lower_ in TIME_DETERMINERS for child in token.children)
                 or any(t.lower_ in ("once", "twice", "times") for t in token.doc[max(token.i - 3, 0):token.i])
@@ -2688,9 +2690,10 @@ class YourMemory:
         as often the topic as the owner); and a value the question names guards the older text too ("Is
         Kai interning at Google?"). Nor when the question names a mark of the older fact's subject and the
         newer fact's subject has a mark of its own ("the *database* connection pool" / "the *Redis* connection
-        pool"), capitalised or not. Nor when the question asks for a kind of thing (``asked_kind``: a time, an
-        amount, a number, a place) that the older text names and the newer one, announcing no change, does not: "The infra
-        standup is capped at 15 minutes" does not answer "When is the infra standup?" before "... is at 8:45".
+        pool"), capitalised or not. Nor when the question asks for a kind of thing (``asked_kind``: a time,
+        an amount, a number, a place) that the older text names and the newer one, announcing no change, does
+        not: "The infra standup is capped at 15 minutes" does not answer "When is the infra standup?" before
+        "... is at 8:45".
         """
         return ((similarity >= NEWER_CLOSE_MIN_SIMILARITY
                  and not (names_in(old_doc.text) - plain_words(new_doc.text)) & asked_names

@@ -407,6 +407,8 @@ def test_what_a_question_asks_for(question, kind):
     ("Standup is capped at 15 minutes.", "time", False),  # a length, not a time
     ("The platform team's standup is at ten.", "time", True),
     ("Standup is at 2 p.m.", "time", True),
+    ("The report is due 2026-03-12.", "time", True),
+    ("The API runs Python 3.11.2.", "time", False),  # a version, not a date
     ("The platform team's standup may run over.", "time", False),  # "may" the verb, not the month
     ("The VM has 2048 MB of memory.", "time", False),
     ("The weekly sync is held at 4:30.", "place", False),  # a time, not a place
