@@ -222,14 +222,15 @@ ASKED_KINDS = (
 TIME_POINT = re.compile(r"\d{1,2}(:\d\d|[ap]m|[ap]\.m\.?)|\d+(st|nd|rd|th)|\d{1,4}[/-]\d{1,2}[/-]\d{1,4}"
                         r"|\d{1,2}\.\d{1,2}\.\d{4}|q[1-4]|eod", re.I)  # "12.03.2026" is a date, "3.11.2" a version
 YEAR = re.compile(r"(19|20)\d\d")
-TIME_WORDS = MONTHS | FREQUENCY_ADVERBS | {
+TIME_WORDS = MONTHS | (FREQUENCY_ADVERBS - {"always", "usually", "regularly"}) | {
     "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "weekday", "weekend",
     "morning", "afternoon", "evening", "night", "noon", "midday", "midnight", "lunch", "lunchtime", "tonight",
     "today", "tomorrow", "yesterday", "fortnightly", "biweekly", "o'clock"}
 TIME_PREPOSITIONS = {"at", "by", "until", "till", "from", "before", "after", "around", "since"}  # "at ten"
 TIME_DETERMINERS = {"every", "each", "next", "last", "this", "coming"}  # "every two weeks", "next month"
 WH_WORDS = {"what", "which", "when", "where", "how", "who", "whose"}
-PATH = re.compile(r"^[~.]?/\w|://|\w/[\w.-]+/")  # "/etc/nginx", "s3://backups", "deploy/nginx/site"; not "24/7"
+AUXILIARIES = {"is", "are", "was", "were", "do", "does", "did", "will", "can", "could", "should", "would", "has", "have"}
+PATH = re.compile(r"^[~.]?/\w|://|\w/[\w.-]+/")  # "/etc/nginx", "s3://backups", "~/src/app"; not "24/7"
 PLACE_PREPOSITIONS = {"in", "at", "on", "to", "into", "onto", "from", "under", "near", "inside", "outside", "behind",
                       "beside", "within", "over", "above", "below"}
 FIRST_PERSON = {"i": "i", "me": "i", "my": "i", "mine": "i", "myself": "i",
@@ -1694,10 +1695,10 @@ def _asked_about_the_older_subject(old_doc, new_doc, asked_words: set[str]) -> b
 
 def asked_kind(question: str) -> str | None:
     """What a question asks for: "time" (when, how often), "amount" (how many, how long), "number" (which
-    port, what version), "place" (where). An opening clause is skipped: "When deploying, which port ...?"."""
+    port, what version), "place" (where). An opening clause with no verb of its own is skipped: "When deploying to staging, which port ...?"."""
     opening, _, rest = question.partition(",")
     asking = [word.lower() for word in _runs(rest)]
-    if not (len(_runs(opening)) <= 3 and asking and asking[0] in WH_WORDS):
+    if not (asking and asking[0] in WH_WORDS and not {word.lower() for word in _runs(opening)} & AUXILIARIES):
         asking = [word.lower() for word in _runs(question)]
     opening = " ".join(asking[:4])
     return next((kind for kind, pattern in ASKED_KINDS if pattern.match(opening)), None)
@@ -1720,7 +1721,9 @@ def _has_digit(token) -> bool:
 def _names_a_time(token) -> bool:
     """"at 9:30", "on the 20th", "2026-03-01", "in 2027", "on Tuesdays", "weekly", "every two weeks", "at ten";
     not "15 minutes" (a length), "2048 MB", nor "may" the verb."""
-    if TIME_POINT.fullmatch(token.text) or _time_word(token):
+    if TIME_POINT.fullmatch(token.text):
+        return token.dep_ not in ("amod", "compound")  # "on the 20th"; not "a 3rd party"
+    if _time_word(token):
         return True
     if token.lower_ in ("am", "pm", "a.m.", "p.m.") and token.i > 0:
         return _has_digit(token.nbor(-1)) or token.nbor(-1).tag_ == "CD"  # "2 p.m."; not "I am"
@@ -1732,7 +1735,8 @@ def _names_a_time(token) -> bool:
         return (any(child.lower_ in TIME_DETERMINERS for child in token.children)
                 or any(t.lower_ in ("once", "twice", "times") for t in token.doc[max(token.i - 3, 0):token.i])
                 or (token.dep_ == "pobj" and token.head.lower_ == "in"))
-    return token.tag_ == "CD" and token.dep_ == "pobj" and token.head.lower_ in TIME_PREPOSITIONS
+    return (token.tag_ == "CD" and token.dep_ == "pobj" and token.head.lower_ in TIME_PREPOSITIONS
+            and (not token.text.isdigit() or int(token.text) <= 24))  # "at ten", "at 9"; not "at 90", "from 100"
 
 
 def _time_word(token) -> bool:
@@ -1748,10 +1752,12 @@ def _names_a_place(token) -> bool:
     """A place: the object of "in", "at", "to"... that is neither a time ("on Thursdays", "at 9:30") nor a
     number ("in 2026"), or a path ("/etc/nginx", "s3://backups"). Not a name alone: "Carla", "Terraform" and
     "KMS" are no places."""
+    if PATH.search(token.text):
+        return True
     if token.dep_ == "pobj" and token.head.lower_ in PLACE_PREPOSITIONS:
         return not (_names_a_time(token) or token.lemma_.lower() in TIME_UNITS or token.tag_ == "CD"
                     or _has_digit(token))
-    return PATH.search(token.text) is not None
+    return False
 
 
 def _subject_marks_with_adjectives(token) -> set[str]:

@@ -394,7 +394,7 @@ def test_a_newer_fact_about_another_subject_does_not_move_above_the_one_asked_ab
     ("What version of Postgres do we run?", "number"),
     ("Where are the nightly backups stored?", "place"),
     ("Who owns the billing service?", None),
-    ("When deploying, which port should I use?", "number"),  # the opening clause is not the question
+    ("When deploying to staging, which port should I use?", "number"),  # the opening clause is not the question
     ("Where is the office, and when does it open?", "place"),
     ("Which editor does Bob use?", None),
 ])
@@ -423,6 +423,10 @@ def test_what_a_question_asks_for(question, kind):
     ("The Atlas API runs three replicas.", "amount", True),
     ("The Atlas API runs three replicas.", "number", False),  # a port or a version is written in digits
     ("The training data moved to s3://ml-data/train.", "place", True),
+    ("Nightly backups are stored in s3://backups.", "place", True),
+    ("The CPU alert fires at 90.", "time", False),  # a number after "at" is an hour only up to 24
+    ("We use a 3rd party SMS provider.", "time", False),
+    ("Alice always uses Vim.", "time", False),
     ("Team lunch is on Thursdays.", "place", False),  # "on" a day is a time
     ("Ingrid works part-time.", "place", False),
 ])
