@@ -1631,6 +1631,7 @@ def _new_value_of_same_fact(old_doc, new_doc, *, same_subject: bool) -> bool:
             and _rival_marks(subject_marks(old_doc, subject), subject_marks(new_doc, subject))):
         return False  # "the Q4 budget" is not "the Q3 budget"; "bug #4313" is not "bug #4312"
     old_values, new_values = value_words(old_doc) - new_words, value_words(new_doc) - old_words
+    new_values -= NEWNESS_WORDS  # "The current release is v2.3.0" gives no value "current"
     if not same_subject and not old_values and new_values:
         old_values = value_words(old_doc) & _named_things(new_doc)  # "We replaced Datadog with Grafana"
     if not (old_values and new_values) or _numeric(old_doc, old_values) != _numeric(new_doc, new_values):

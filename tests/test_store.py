@@ -206,6 +206,8 @@ def test_an_announced_change_in_other_words_supersedes(memory, old, new):
     ("Production runs on ECS in eu-west-1.", "We chose ECS over Kubernetes for simplicity."),
     ("The main branch is protected; nobody pushes directly to it.", "We don't use feature branches longer than a week."),
     ("My flight to Osaka is on October 9.", "My flight back from Lisbon is on June 5 at 18:40."),
+    # "current" is no value: the new text names only what the old one already holds
+    ("Releases are tagged with semantic versions like v2.3.0.", "The current release is v2.3.0."),
 ])
 def test_another_fact_like_an_older_one_does_not_replace_it(memory, old, new):
     """Pairs a user met in realistic use (2026-12-01), each of which superseded the older memory and so hid
