@@ -181,6 +181,9 @@ ROLE_NOUNS = {"manager", "lead", "leader", "head", "director", "owner", "maintai
               "cto", "cfo", "coo", "gp", "doctor", "dentist", "therapist", "accountant", "lawyer", "landlord",
               "coach", "tutor", "mentor", "contact", "assignee", "captain", "boss", "supervisor", "principal",
               "secretary", "treasurer", "coordinator", "champion", "admin", "administrator"}  # one holder at a time
+# Holding something: a person who owns / maintains / runs a thing is its one holder at a time ("Dev now owns the
+# billing module" after "Maya owns the billing module").
+HOLDING_VERBS = {"own", "maintain", "manage", "lead", "run", "handle", "head", "chair", "coordinate", "oversee"}
 ADDITION_WORDS = {"another", "also", "too", "additional", "additionally", "besides"}  # one more, not a new value
 NEWNESS_WORDS = {"new", "newest", "latest", "current", "currently"}  # only when said of the fact itself
 # A value written in digits ("3.11", "$30k", "port 8080") is replaced by another such value, not by a name.
@@ -1506,9 +1509,10 @@ def changed_span(old_tokens, new_tokens) -> tuple[list, list] | None:
 def announces_update(old_doc, new_doc) -> bool:
     """"Our CI now runs on Buildkite" replaces "We use Jenkins for CI": the new text announces a
     change (a change verb or "now"/"instead"/"no longer") and states a new value of the same fact,
-    sharing a topic word with the old one."""
+    sharing a topic word with the old one, or a new holder of the same role or of the same thing."""
     return _announces_change(new_doc) and (_new_value_of_same_fact(old_doc, new_doc, same_subject=False)
-                                           or _new_holder_of_role(old_doc, new_doc))
+                                           or _new_holder_of_role(old_doc, new_doc)
+                                           or _new_holder_of_thing(old_doc, new_doc))
 
 
 def _new_holder_of_role(old_doc, new_doc) -> bool:
@@ -1518,6 +1522,38 @@ def _new_holder_of_role(old_doc, new_doc) -> bool:
         return False
     old_role, new_role = _role(old_doc), _role(new_doc)
     return old_role == new_role and _subject_words(old_doc) != _subject_words(new_doc)
+
+
+def _new_holder_of_thing(old_doc, new_doc) -> bool:
+    """"Dev now owns the billing module" after "Maya owns the billing module" (or "... is maintained by Maya"),
+    "Ravi took over the auth service" after "Hannah owns the auth service": the same thing held, another holder."""
+    old, new = _holding(old_doc), _holding(new_doc)
+    return old is not None and new is not None and old[1] == new[1] and old[0] != new[0]
+
+
+def _holding(doc) -> tuple[str, frozenset] | None:
+    """(holder, the thing held) of "Maya owns the billing module", "The module is maintained by Maya", "Ravi
+    took over the auth service"; None for any other sentence."""
+    sentence = next(iter(doc.sents), None)
+    root = sentence.root if sentence is not None else None
+    if root is None or not (root.lemma_.lower() in HOLDING_VERBS or _takes_over(root)):
+        return None
+    children = {c.dep_: c for c in root.children}
+    if "nsubj" in children and "dobj" in children:
+        holder, held = children["nsubj"], children["dobj"]
+    elif "nsubjpass" in children and "agent" in children:
+        held = children["nsubjpass"]
+        holder = next((c for c in children["agent"].children if c.dep_ == "pobj"), None)
+    else:
+        return None
+    if holder is None or not (holder.pos_ == "PROPN" or _is_name(holder.text)):  # the small model tags "Ravi" NN
+        return None
+    thing = frozenset(t.lemma_.lower() for t in [held, *held.children] if t.dep_ in ("compound", "amod", held.dep_))
+    return holder.lower_, thing
+
+
+def _takes_over(verb) -> bool:
+    return _verb_lemma(verb) == "take" and any(c.dep_ == "prt" and c.lower_ == "over" for c in verb.children)
 
 
 def _role(doc) -> tuple[frozenset, frozenset]:

@@ -241,6 +241,37 @@ def test_a_role_announced_with_a_new_holder_supersedes_the_old_holder(memory, ol
     assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
 
 
+@pytest.mark.parametrize("old, new", [
+    ("Maya owns the billing module.", "Dev now owns the billing module."),
+    ("The billing module is maintained by Maya.", "Dev now owns the billing module."),
+    ("Hannah owns the auth service.", "Ravi took over the auth service from Hannah."),
+    ("Elif runs the release process.", "Gustavo now runs the release process."),
+])
+def test_a_new_holder_of_the_same_thing_supersedes_the_old_holder(memory, old, new):
+    """A person holding a thing is its value, not its owner: the thing held is the subject of the fact."""
+    first = memory.store(old)
+    second = memory.store(new)
+    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
+
+
+def test_a_new_holder_replaces_the_old_holder_not_another_fact_about_the_thing(memory, clock):
+    """Found in realistic use: "Dev now owns the billing module" superseded "The billing module talks to Stripe
+    through a thin adapter" and left "Maya owns the billing module" live."""
+    holder = memory.store("Maya owns the billing module.")
+    clock.advance(seconds=60)
+    adapter = memory.store("The billing module talks to Stripe through a thin adapter.")
+    clock.advance(seconds=60)
+    new = memory.store("Dev now owns the billing module.")
+    assert new["action"] == "supersede" and new["supersededId"] == holder["id"], new
+    assert memory.get(adapter["id"])["status"] == "active"
+
+
+def test_a_holder_of_another_thing_is_kept(memory):
+    first = memory.store("Sara owns the events budget.")
+    assert memory.store("Tom owns the marketing budget now.")["action"] == "store"
+    assert memory.get(first["id"])["status"] == "active"
+
+
 def test_a_new_holder_of_another_role_does_not_supersede(memory):
     memory.store("Tom Becker is the product manager.")
     assert memory.store("Aisha Khan is the new product manager for the mobile app.")["action"] == "store"
