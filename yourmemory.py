@@ -1732,7 +1732,8 @@ def _asked_about_the_older_subject(old_doc, new_doc, asked_words: set[str]) -> b
 
 def asked_kind(question: str) -> str | None:
     """What a question asks for: "time" (when, how often), "amount" (how many, how long), "number" (which
-    port, what version), "place" (where). An opening clause with no verb of its own is skipped: "When deploying to staging, which port ...?"."""
+    port, what version), "place" (where). An opening clause with no verb of its own is skipped: "When
+    deploying to staging, which port ...?"."""
     opening, _, rest = question.partition(",")
     asking = [word.lower() for word in _runs(rest)]
     if not (asking and asking[0] in WH_WORDS and not {word.lower() for word in _runs(opening)} & AUXILIARIES):
@@ -1773,7 +1774,7 @@ def _names_a_time(token) -> bool:
                 or any(t.lower_ in ("once", "twice", "times") for t in token.doc[max(token.i - 3, 0):token.i])
                 or (token.dep_ == "pobj" and token.head.lower_ == "in"))
     return (token.tag_ == "CD" and token.dep_ == "pobj" and token.head.lower_ in TIME_PREPOSITIONS
-            and (not token.text.isdigit() or int(token.text) <= 24))  # "at ten", "at 9"; not "at 90", "from 100"
+            and (not token.text.isdecimal() or int(token.text) <= 24))  # "at ten", "at 9"; not "at 90", "from 100"
 
 
 def _time_word(token) -> bool:

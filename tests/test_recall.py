@@ -469,3 +469,11 @@ def test_an_announced_change_still_comes_first_when_it_names_no_answer(memory, c
     assert change["action"] == "store"
     top = memory.recall("When is the platform team's standup?", top_k=2)["memories"]
     assert top[0]["id"] == change["id"] and "answer" not in {m["via"] for m in top}
+
+
+def test_a_digit_that_is_no_decimal_number_does_not_break_a_when_question(memory, clock):
+    """"²" is a digit to Python but no decimal number: reading it as an hour raised ValueError mid-recall."""
+    memory.store("The disk alert fires at 9.")
+    clock.advance(seconds=60)
+    memory.store("The disk alert fires at ².")
+    assert len(memory.recall("When does the disk alert fire?", top_k=2)["memories"]) == 2
