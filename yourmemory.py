@@ -231,8 +231,6 @@ TIME_WORDS = MONTHS | (FREQUENCY_ADVERBS - {"always", "usually", "regularly"}) |
     "today", "tomorrow", "yesterday", "fortnightly", "biweekly", "o'clock"}
 TIME_PREPOSITIONS = {"at", "by", "until", "till", "from", "before", "after", "around", "since"}  # "at ten"
 TIME_DETERMINERS = {"every", "each", "next", "last", "this", "coming"}  # "every two weeks", "next month"
-WH_WORDS = {"what", "which", "when", "where", "how", "who", "whose"}
-AUXILIARIES = {"is", "are", "was", "were", "do", "does", "did", "will", "can", "could", "should", "would", "has", "have"}
 PATH = re.compile(r"^[~.]?/\w|://|\w/[\w.-]+/")  # "/etc/nginx", "s3://backups", "~/src/app"; not "24/7"
 PLACE_PREPOSITIONS = {"in", "at", "on", "to", "into", "onto", "from", "under", "near", "inside", "outside", "behind",
                       "beside", "within", "over", "above", "below"}
@@ -1736,7 +1734,8 @@ def asked_kind(question: str) -> str | None:
     deploying to staging, which port ...?"."""
     opening, _, rest = question.partition(",")
     asking = [word.lower() for word in _runs(rest)]
-    if not (asking and asking[0] in WH_WORDS and not {word.lower() for word in _runs(opening)} & AUXILIARIES):
+    if not (asking and asking[0] in QUESTION_OPENERS
+            and not {word.lower() for word in _runs(opening)[1:]} & QUESTION_OPENERS):
         asking = [word.lower() for word in _runs(question)]
     opening = " ".join(asking[:4])
     return next((kind for kind, pattern in ASKED_KINDS if pattern.match(opening)), None)
