@@ -301,6 +301,16 @@ def next_read(rng: random.Random, model: Model, owner: int) -> dict | None:
     return None
 
 
+async def recall_miss_detail(session, op: dict, result: dict) -> str:
+    """What a recall that missed its own memory returned, and where that memory ranks among 50."""
+    wide = await session.call_tool("recall_memory", {"query": op["query"], "top_k": 50})
+    ranked = json.loads("\n".join(b.text for b in wide.content if getattr(b, "text", None))).get("memories", [])
+    rank = next((i for i, m in enumerate(ranked) if m["id"] == op["expect"]), None)
+    shown = [{k: m.get(k) for k in ("id", "score", "similarity", "bm25", "strength", "via", "content")}
+             for m in result["memories"] + ([ranked[rank]] if rank is not None else [])]
+    return f"; rank among 50: {rank}; returned, then the memory itself: {json.dumps(shown)}"
+
+
 def contested_op(owner: int, k: int) -> dict:
     """Every worker tries to create the same entity; exactly one creation may be acknowledged."""
     return {"op": "create_entities", "owner": owner, "n": -k, "name": f"Contested {k}", "type": "shared",
@@ -761,7 +771,10 @@ def stress(processes: int = 4, writes: int = 500, *, seed: int = 1, reads_per_wr
                                 errors.append(f"{op_label(op)}: {text}")
                             return
                         summary = summarize(op, json.loads(text))
-                        problems.extend(result_problems(op, summary))
+                        found = result_problems(op, summary)
+                        if found and op["op"] == "recall":  # rare; say where the memory was and what it was
+                            found = [found[0] + await recall_miss_detail(session, op, json.loads(text))]
+                        problems.extend(found)
                         counts[f"{group}s acknowledged"] += 1
                         if group == "probe" and op["id"] not in model.memories:
                             problems.append(f"{op_label(op)} succeeded on an id no memory holds: {summary}")
