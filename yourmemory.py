@@ -210,6 +210,10 @@ NEWER_CLOSE_MIN_SIMILARITY = 0.6
 NEWER_FROM_REST_MIN_SIMILARITY = 0.55
 NEWER_FROM_REST_FACTOR = 8  # ... among the first 8 x top_k candidates (at 2 or 4 x, one fewer stale chain was right)
 NEWER_FROM_REST_MAX = 100  # ... and at most 100 past the results: each is compared with every result
+# A query this close to a memory restates it (the same text embeds at 1.0; a changed word or two, about
+# 0.9): that memory is always among the results. Stronger look-alikes and newer values may still rank
+# above it, but a faint memory recalled by its own words is never pushed out by them.
+RESTATED_MIN_SIMILARITY = 0.95
 # What a question asks for, told by its first words, and the words that name it in an answer. A close
 # fact that names none of it does not answer the question before one that does: "When is the infra
 # standup?" is answered by "The infra team's daily standup happens at 8:45", not by "The infra team's
@@ -2644,6 +2648,7 @@ class YourMemory:
             rest = ranked[top_k:top_k + min((NEWER_FROM_REST_FACTOR - 1) * top_k, NEWER_FROM_REST_MAX)]
             chosen = self._newer_values_first(ranked[:top_k], rest, names_in(query), plain_words(query),
                                               asked_kind(query))
+            chosen = self._keep_restated(chosen, ranked)
             self._fill_similarity({c["id"]: c for c in chosen}, vector)  # one reached by the graph has none yet
             if not self.read_only:  # a read-only database is still searchable; it just cannot learn
                 self._reinforce_recalled([c["id"] for c in chosen], caller, now)
@@ -2694,11 +2699,28 @@ class YourMemory:
                     if not outside:
                         order.remove(later)
                     order.insert(order.index(anchor), later)
-                    later["score"], later["via"] = anchor["score"], "newer"
+                    later["score"], later["via"], later["newer_than"] = anchor["score"], "newer", earlier["id"]
                     if outside:
                         heads[earlier["id"]] = later
                     break
         return order[:len(chosen)]
+
+    @staticmethod
+    def _keep_restated(chosen: list[dict], ranked: list[dict]) -> list[dict]:
+        """A memory the query restates (cosine >= RESTATED_MIN_SIMILARITY) that stronger look-alikes or
+        newer values pushed out comes back in place of the last result that the query does not restate and
+        that is not its own newer value (which answers better what was asked of it). It ranked below every
+        result, so it goes last."""
+        def restated(c):
+            return (c["similarity"] or 0.0) >= RESTATED_MIN_SIMILARITY
+        kept = list(chosen)
+        for missing in [c for c in ranked if restated(c) and all(c is not k for k in kept)]:
+            room = [i for i, c in enumerate(kept) if not restated(c) and c.get("newer_than") != missing["id"]]
+            if not room:
+                break
+            del kept[room[-1]]
+            kept.append(missing)
+        return kept
 
     @staticmethod
     def _answers_first(chosen: list[dict], kind: str, related: dict, doc: Callable) -> list[dict]:

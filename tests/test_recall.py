@@ -247,6 +247,31 @@ def test_the_newest_of_several_values_comes_first(memory, clock):
     assert [m["id"] for m in top] == [newest["id"]]
 
 
+
+def test_a_faint_memory_recalled_by_its_own_words_stays_below_stronger_look_alikes(memory, clock):
+    """Six strong statements worded like a faint one outrank it on strength, and newer-first moves them
+    above one another; the faint one, asked for word for word, still comes back, last."""
+    faint = memory.store("Amara cleaned the striped sawmill near the ferry landing at dawn.", importance=0.05)
+    look_alikes = set()
+    for person in ("Bjorn", "Chidi", "Dagny", "Emeka", "Farah", "Goran"):
+        clock.advance(seconds=60)
+        look_alikes.add(memory.store(f"{person} cleaned the striped sawmill near the ferry landing at dawn.",
+                                     importance=1.0)["id"])
+    results = memory.recall("Amara cleaned the striped sawmill near the ferry landing at dawn.", top_k=5)["memories"]
+    assert [m["id"] for m in results][-1] == faint["id"] and {m["id"] for m in results[:4]} <= look_alikes
+    assert results[-1]["similarity"] >= 0.99
+
+
+def test_a_restated_memory_yields_the_only_place_to_its_own_newer_value(memory, clock):
+    """Asked word for word, an older value still brings its newer value first; with room for both, both."""
+    older = memory.store("Priya lives in Bangalore.")
+    clock.advance(seconds=60)
+    newer = memory.store("Priya moved to Toronto for her new role.")
+    assert newer["action"] == "store"
+    assert [m["id"] for m in memory.recall("Priya lives in Bangalore.", top_k=1)["memories"]] == [newer["id"]]
+    assert [m["id"] for m in memory.recall("Priya lives in Bangalore.", top_k=2)["memories"]] == [
+        newer["id"], older["id"]]
+
 def test_an_unrelated_newer_fact_does_not_come_in(memory, clock):
     """News of the same owner that gives no value of the recalled fact stays out: "wants PR titles in the
     imperative" passes the newer-value test against "now wants squash merges" at cosine 0.41 (and came
