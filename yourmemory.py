@@ -189,6 +189,10 @@ NEWNESS_WORDS = {"new", "newest", "latest", "current", "currently"}  # only when
 # A value written in digits ("3.11", "$30k", "port 8080") is replaced by another such value, not by a name.
 NUMERIC_VALUE = re.compile(r"[v$#]?\d[\d.,:/]*(k|m|gb|mb|kb|ms|s|h|%)?")
 UPDATE_MIN_SIMILARITY = 0.45
+# A change that names what it replaced ("We replaced Datadog with Grafana", cosine 0.36 to "Monitoring is
+# done with Datadog") replaces a memory that holds that value from this cosine. (0.2 to 0.35 did the same
+# on the seen stale-fact files.)
+NAMED_REPLACEMENT_MIN_SIMILARITY = 0.3
 # A very similar fact about the same subject with another value replaces the old one unannounced.
 RESTATEMENT_MIN_SIMILARITY = 0.8
 # Recall ranks a newer value of a fact above an older one when the two are related: an announced
@@ -1514,7 +1518,21 @@ def announces_update(old_doc, new_doc) -> bool:
     sharing a topic word with the old one, or a new holder of the same role or of the same thing."""
     return _announces_change(new_doc) and (_new_value_of_same_fact(old_doc, new_doc, same_subject=False)
                                            or _new_holder_of_role(old_doc, new_doc)
-                                           or _new_holder_of_thing(old_doc, new_doc))
+                                           or _new_holder_of_thing(old_doc, new_doc)
+                                           or _replaces_what_it_holds(old_doc, new_doc))
+
+
+def _replaces_what_it_holds(old_doc, new_doc) -> bool:
+    """"We replaced CircleCI with GitHub Actions" after "Our CI runs on CircleCI": the new text names what it
+    replaced (``_replaced_names``) and the old one holds that as a value, outside its subject, for the same
+    owner. ("CircleCI caches our dependencies" is about CircleCI, not a value of it; "Alice replaced Emacs
+    with Neovim" says nothing of "Bob's editor is Emacs".)"""
+    if _other_owners(old_doc, new_doc) and not _replacement_is_subject(new_doc):
+        return False
+    replaced = _replaced_names(new_doc)
+    held = {form for t in old_doc if not _in_subject(t) and t.pos_ in ("PROPN", "NOUN", "NUM", "ADJ")
+            for form in (t.lower_, t.lemma_.lower())}
+    return bool(replaced & held)
 
 
 def _new_holder_of_role(old_doc, new_doc) -> bool:
@@ -1648,15 +1666,30 @@ def _root_prepositions(doc) -> set[str]:
     return {child.lower_ for child in root.children if child.dep_ == "prep"}
 
 
+def _replacement_is_subject(doc) -> bool:
+    """"Rebecca Stone replaced Martin Hale as CEO": the subject of "replace" with nothing replacing "with" it
+    is the new value, not an owner ("Alice replaced Emacs with Neovim" is Alice's change)."""
+    return any(_verb_lemma(t) == "replace" and any(c.dep_ == "nsubj" for c in t.children)
+               and not any(c.dep_ == "prep" and c.lower_ in ("with", "by") for c in t.children) for t in doc)
+
+
+def _other_owners(old_doc, new_doc) -> bool:
+    """Do the two texts name two owners ("Bob's editor" / "Alice replaced Emacs ... as her editor")? One
+    acting on the other's thing ("We moved Nadia's desk") or a name written shorter ("Globex" / "Globex Inc")
+    is one owner."""
+    old_owner, new_owner = owner(old_doc), owner(new_doc)
+    return bool(old_owner and new_owner and old_owner != new_owner
+                and not _acts_on(old_owner, new_owner, old_doc, new_doc)
+                and not _one_name(_name_parts(old_doc, old_owner), _name_parts(new_doc, new_owner)))
+
+
 def _new_value_of_same_fact(old_doc, new_doc, *, same_subject: bool) -> bool:
     """One sentence each; the same owner if both name one (the same person, "we" or "I"); the same
     subject (or, loosely, subjects the other text mentions, and a shared topic word); and each side
     a value the other lacks, both written in digits or neither."""
     if not (_one_sentence(old_doc) and _one_sentence(new_doc)):
         return False  # a paragraph (a summary, a story) is a record, not one value that can go stale
-    old_owner, new_owner = owner(old_doc), owner(new_doc)
-    if (old_owner and new_owner and old_owner != new_owner and not _acts_on(old_owner, new_owner, old_doc, new_doc)
-            and not _one_name(_name_parts(old_doc, old_owner), _name_parts(new_doc, new_owner))):
+    if _other_owners(old_doc, new_doc):
         return False
     old_words, new_words = content_lemmas(old_doc), content_lemmas(new_doc)
     old_subject, new_subject = subject_head(old_doc), subject_head(new_doc)
@@ -1674,7 +1707,7 @@ def _new_value_of_same_fact(old_doc, new_doc, *, same_subject: bool) -> bool:
         old_values = value_words(old_doc) & _named_things(new_doc)  # "We replaced Datadog with Grafana"
     if not (old_values and new_values) or _numeric(old_doc, old_values) != _numeric(new_doc, new_values):
         return False
-    return same_subject or bool(old_words & new_words - {old_owner, new_owner})
+    return same_subject or bool(old_words & new_words - {owner(old_doc), owner(new_doc)})
 
 
 def _narrower_case(old_doc, new_doc) -> bool:
@@ -2464,8 +2497,14 @@ class YourMemory:
             comparable = neighbours[:DEDUP_NEIGHBOURS] if visibility in caller.can_read else []
             outdated = None
             for memory_id, similarity, old_content in comparable:
-                if similarity < UPDATE_MIN_SIMILARITY:
+                if similarity < NAMED_REPLACEMENT_MIN_SIMILARITY:
                     break
+                old_parse = functools.partial(self._stored_parse, memory_id, old_content)
+                if similarity < UPDATE_MIN_SIMILARITY:
+                    if self._replaces_by_name(old_content, content, doc, old_parse):
+                        outdated = (memory_id, old_content)
+                        break
+                    continue
                 if similarity >= DUPLICATE_SIMILARITY and adds_nothing(old_content, content):
                     self._reinforce(memory_id, importance, caller, now)
                     kept = self._memory_rows([memory_id])[memory_id]
@@ -2474,8 +2513,7 @@ class YourMemory:
                 # Only the nearest memory it replaces: replacing every one that qualified also replaced
                 # other facts about the same subject ("Standup is capped at 15 minutes" by "Standup moved
                 # to 10:00"): 25 of the 32 false merges on the stale-fact benchmark's first file.
-                if self._replaces(old_content, content, doc, similarity,
-                                  lambda: self._stored_parse(memory_id, old_content)):
+                if self._replaces(old_content, content, doc, similarity, old_parse):
                     outdated = (memory_id, old_content)
                     break
             new_id = self._insert(new, caller, vector, now, neighbours)
@@ -2512,6 +2550,16 @@ class YourMemory:
                     and not _already_held(old_doc, new_doc))
                 or (may_restate and restates_value(old_doc, new_doc) and not _other_relations(old_doc, new_doc)
                     and not _narrower_case(old_doc, new_doc) and not (_past_event(old_doc) and _past_event(new_doc))))
+
+    @staticmethod
+    def _replaces_by_name(old_content: str, new_content: str, new_doc, old_parse: Callable) -> bool:
+        """Below UPDATE_MIN_SIMILARITY only one kind of change replaces a memory: a one-sentence fact that
+        announces it and names what it replaced, which the old memory holds ("We replaced Datadog with
+        Grafana" / "Monitoring is done with Datadog"). A routine is no change ("Laptops are replaced every
+        three years"); a quote or a paragraph is a record."""
+        return (speaker(new_content) is None and speaker(old_content) is None and _one_sentence(new_doc)
+                and bool(_replaced_names(new_doc)) and _announces_change(new_doc)
+                and _replaces_what_it_holds(old_parse(), new_doc))
 
     def _stored_parse(self, memory_id: int, content: str):
         """A memory's parse from its record; one made now is recorded, so each memory is parsed once."""

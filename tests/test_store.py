@@ -272,6 +272,31 @@ def test_a_holder_of_another_thing_is_kept(memory):
     assert memory.get(first["id"])["status"] == "active"
 
 
+
+@pytest.mark.parametrize("old, new", [
+    # Cosine 0.36 and 0.42: worded too far apart for any other rule, which starts at 0.45.
+    ("Monitoring is done with Datadog.", "We replaced Datadog with Grafana and Prometheus to cut costs."),
+    ("Client state is managed with Redux.", "We replaced Redux with Zustand."),
+    # Cosine 0.64, but "CircleCI" is one word: the old subject "CI" is not among the new text's words.
+    ("Our CI runs on CircleCI.", "We replaced CircleCI with GitHub Actions."),
+    ("The CEO of our company is Martin Hale.", "Rebecca Stone replaced Martin Hale as CEO."),
+])
+def test_a_change_that_names_what_it_replaced_supersedes_the_memory_holding_it(memory, old, new):
+    first = memory.store(old)
+    second = memory.store(new)
+    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
+
+
+@pytest.mark.parametrize("old, new", [
+    ("The company buys Dell laptops for new hires.", "Laptops are replaced every three years."),  # a routine
+    ("Datadog bills us per monitored host.", "We replaced Datadog with Grafana."),  # about Datadog, not a value
+    ("Ada: monitoring is done with Datadog", "Ada: we replaced Datadog with Grafana"),  # quotes are records
+])
+def test_a_named_replacement_leaves_a_routine_a_fact_about_the_thing_and_a_quote_alone(memory, old, new):
+    first = memory.store(old)
+    assert memory.store(new)["action"] == "store"
+    assert memory.get(first["id"])["status"] == "active"
+
 def test_a_new_holder_of_another_role_does_not_supersede(memory):
     memory.store("Tom Becker is the product manager.")
     assert memory.store("Aisha Khan is the new product manager for the mobile app.")["action"] == "store"
