@@ -1701,6 +1701,8 @@ def _new_value_of_same_fact(old_doc, new_doc, *, same_subject: bool) -> bool:
     if (subject and {old_subject, new_subject} <= {subject, None}
             and _rival_marks(subject_marks(old_doc, subject), subject_marks(new_doc, subject))):
         return False  # "the Q4 budget" is not "the Q3 budget"; "bug #4313" is not "bug #4312"
+    if _rival_marks(_subject_numbers(old_doc), _subject_numbers(new_doc)):
+        return False  # "Version 1.5.0 shipped on March 17" is another release than "Version 1.4.0 shipped ..."
     old_values, new_values = value_words(old_doc) - new_words, value_words(new_doc) - old_words
     new_values -= NEWNESS_WORDS  # "The current release is v2.3.0" gives no value "current"
     if not same_subject and not old_values and new_values:
@@ -1757,12 +1759,43 @@ def _clause_parts(doc) -> dict[str, set[str]]:
 def _asked_about_the_older_subject(old_doc, new_doc, asked_words: set[str]) -> bool:
     """Does the question name what marks the older fact's subject, while the newer fact's subject has a mark
     the question does not name? "What is the database connection pool size?" asks about "The database
-    connection pool size was increased to 40", not "The Redis connection pool size was reduced to 30"."""
+    connection pool size was increased to 40", not "The Redis connection pool size was reduced to 30". Or
+    the same of another topic noun both facts have (``_asked_about_the_older_topic``)."""
+    if _asked_about_the_older_topic(old_doc, new_doc, asked_words):
+        return True
     old_subject, new_subject = _subject(old_doc), _subject(new_doc)
     if old_subject is None or new_subject is None:
         return False
     old_marks, new_marks = _subject_marks_with_adjectives(old_subject), _subject_marks_with_adjectives(new_subject)
     return bool((old_marks - new_marks) & asked_words) and bool(new_marks - old_marks - asked_words)
+
+
+def _asked_about_the_older_topic(old_doc, new_doc, asked_words) -> bool:
+    """The same test for a noun both facts have (by lemma) among their topics: the subject, what "is" makes
+    of it ("Alice is the *frontend* lead" / "Bob is the *backend* lead"), or, where the small model read the
+    sentence as one noun phrase ("The frontend dev server runs on port 5173": "runs" as a noun), its nouns."""
+    old, new = _topic_marks(old_doc), _topic_marks(new_doc)
+    return any((old[lemma] - new[lemma]) & asked_words and new[lemma] - old[lemma] - asked_words
+               for lemma in old.keys() & new.keys())
+
+
+def _topic_marks(doc) -> dict[str, set[str]]:
+    """The lemma of each topic noun of the first sentence (see ``_asked_about_the_older_topic``) and its marks."""
+    sentence = next(iter(doc.sents), None)
+    if sentence is None:
+        return {}
+    subject = _subject(doc)
+    if subject is not None:
+        topics = [subject]
+    else:
+        topics = [t for t in sentence if t.pos_ in ("NOUN", "PROPN")] if sentence.root.pos_ in ("NOUN", "PROPN") else []
+    if sentence.root.lemma_.lower() == "be":
+        topics += [child for child in sentence.root.children if child.dep_ == "attr"]
+    found: dict[str, set[str]] = {}
+    for token in topics:
+        if token.pos_ in ("NOUN", "PROPN"):
+            found.setdefault(token.lemma_.lower(), set()).update(_subject_marks_with_adjectives(token))
+    return found
 
 
 def asked_kind(question: str) -> str | None:
@@ -1874,6 +1907,13 @@ def _numeric(doc_or_tokens, among: set[str] | None = None) -> bool:
     """Is a value written in digits ("3.11", "$30k")? Such a value is replaced by another number,
     not by a name: "React 19" updates "React 18", not "React Router for navigation"."""
     return any(NUMERIC_VALUE.fullmatch(t.lower_) for t in doc_or_tokens if among is None or t.lower_ in among)
+
+
+def _subject_numbers(doc) -> set[str]:
+    """The words with a digit in the subject's phrase, however the parse hung them ("Version 1.4.0": the
+    small model makes "1.4.0" the subject in one sentence and "Version" in the next)."""
+    subject = _subject(doc)
+    return {t.lower_ for t in subject.subtree if _has_digit(t)} if subject is not None else set()
 
 
 def _rival_marks(old_marks: set[str], new_marks: set[str]) -> bool:
@@ -2803,7 +2843,8 @@ class YourMemory:
         as often the topic as the owner); and a value the question names guards the older text too ("Is
         Kai interning at Google?"). Nor when the question names a mark of the older fact's subject and the
         newer fact's subject has a mark of its own ("the *database* connection pool" / "the *Redis* connection
-        pool"), capitalised or not. Nor when the question asks for a kind of thing (``asked_kind``: a time,
+        pool"), capitalised or not, or the same of a role both are ("Alice is the *frontend* lead" / "Bob is the
+        *backend* lead"). Nor when the question asks for a kind of thing (``asked_kind``: a time,
         an amount, a number, a place) that the older text names and the newer one, announcing no change, does
         not: "The infra standup is capped at 15 minutes" does not answer "When is the infra standup?" before
         "... is at 8:45".

@@ -270,6 +270,25 @@ def test_a_restated_memory_yields_the_only_place_to_its_own_newer_value(memory, 
     assert [m["id"] for m in memory.recall("Priya lives in Bangalore.", top_k=2)["memories"]] == [
         newer["id"], older["id"]]
 
+
+@pytest.mark.parametrize("stored, question", [
+    # A role both facts are, told apart by a word the question names (found in realistic use: "Bob is the
+    # backend lead" came first, and with top_k = 1 alone).
+    (["Alice is the frontend lead", "Bob is the backend lead", "Carol is the QA lead", "Dave is the DevOps lead"],
+     "Who is the frontend lead?"),
+    # The small spaCy model reads the newer sentence as a noun phrase ("runs" as a noun): its nouns still count.
+    (["The API server listens on port 8000", "The frontend dev server runs on port 5173"],
+     "What port does the API server listen on?"),
+    (["The frontend dev server runs on port 5173", "The backend dev server runs on port 8080"],
+     "Which port does the frontend dev server use?"),
+])
+def test_a_newer_sibling_fact_does_not_move_above_the_one_the_question_names(memory, clock, stored, question):
+    ids = []
+    for text in stored:
+        ids.append(memory.store(text)["id"])
+        clock.advance(seconds=60)
+    assert [m["id"] for m in memory.recall(question, top_k=1)["memories"]] == [ids[0]]
+
 def test_an_unrelated_newer_fact_does_not_come_in(memory, clock):
     """News of the same owner that gives no value of the recalled fact stays out: "wants PR titles in the
     imperative" passes the newer-value test against "now wants squash merges" at cosine 0.41 (and came

@@ -389,6 +389,9 @@ def test_a_change_of_someone_else_or_of_another_value_supersedes_nothing(memory,
     ("Priya Shah's team uses Jira for tickets", "Priya Patel's team moved its tickets to Linear"),  # two Priyas
     ("Acme Corp's office is in Boston", "Acme Labs moved its office to Austin"),  # two companies
     ("The Q3 cloud budget is $40k.", "The Q4 cloud budget is $55k."),  # two budgets that share a mark
+    # Two releases: the parse makes "Version" the subject of one and "1.5.0" of the other.
+    ("Version 1.4.0 shipped on March 3", "Version 1.5.0 shipped on March 17"),
+    ("Orion v1.4.0 was released on March 3", "Orion v1.5.0 was released on March 17"),
 ])
 def test_a_routine_another_relation_or_a_change_of_something_unmentioned_supersedes_nothing(memory, old, new):
     memory.store(old)
