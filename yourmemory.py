@@ -3980,7 +3980,11 @@ def _check_mapping(value: Any, field: str, keys: tuple[str, ...], optional: tupl
 
 def _check_name(value: Any, field: str) -> str:
     """A name, type or observation is kept verbatim (names match exactly, as in the official server)."""
-    _check_text(value, field, MAX_NAME_CHARS)
+    return _check_verbatim(value, field, MAX_NAME_CHARS)
+
+
+def _check_verbatim(value: Any, field: str, limit: int) -> str:
+    _check_text(value, field, limit)
     return value
 
 
@@ -4211,7 +4215,10 @@ def _pattern_text(pattern: dict) -> str:
 
 def _check_error_pattern(value: Any, field: str) -> dict:
     pattern = _check_mapping(value, field, ("type", "message", "context"), optional=("stackTrace",))
-    checked = {key: _check_name(pattern[key], f"{field}.{key}") for key in ("type", "message", "context")}
+    # A type is a name; a real message (a pydantic ValidationError: 560 characters) or context is text.
+    checked = {"type": _check_name(pattern["type"], f"{field}.type")}
+    for key in ("message", "context"):
+        checked[key] = _check_verbatim(pattern[key], f"{field}.{key}", MAX_CONTENT_CHARS)
     if pattern.get("stackTrace") is not None:
         checked["stackTrace"] = _check_text(pattern["stackTrace"], f"{field}.stackTrace", MAX_CONTENT_CHARS)
     return checked
@@ -4247,8 +4254,10 @@ def _check_lesson(value: Any) -> dict:
 
 def _check_step(value: Any, field: str) -> dict:
     step = _check_mapping(value, field, ("command", "expectedOutput", "successIndicators"))
-    return {"command": _check_name(step["command"], f"{field}.command"),
-            "expectedOutput": _check_name(step["expectedOutput"], f"{field}.expectedOutput"),
+    expected = step["expectedOutput"]  # "" for a command checked by its exit status alone
+    return {"command": _check_verbatim(step["command"], f"{field}.command", MAX_CONTENT_CHARS),
+            "expectedOutput": expected if expected == "" else _check_verbatim(expected, f"{field}.expectedOutput",
+                                                                               MAX_CONTENT_CHARS),
             "successIndicators": _check_strings(step["successIndicators"], f"{field}.successIndicators")}
 
 

@@ -160,6 +160,8 @@ INVALID = [
     (setting("name", value=""), "lesson.name"),
     (setting("name", value="   "), "lesson.name"),
     (setting("errorPattern", "message", value=""), "lesson.errorPattern.message"),
+    (setting("errorPattern", "message", value="x" * 10_001), "lesson.errorPattern.message"),
+    (setting("errorPattern", "type", value="E" * 501), "lesson.errorPattern.type"),
     (setting("errorPattern", value="Connection refused"), "lesson.errorPattern"),
     (setting("verificationSteps", value={"command": "pg_isready"}), "lesson.verificationSteps"),
     (setting("verificationSteps", 0, "successIndicators", value="accepting"),
@@ -171,6 +173,25 @@ INVALID = [
     (setting("verificationSteps", 0, "expected", value="ok"), "lesson.verificationSteps[0].expected"),
 ]
 
+
+def test_a_long_real_error_message_and_a_step_checked_by_exit_status_are_accepted(memory):
+    """Found in realistic use: a pydantic ValidationError of three fields (over 500 characters) was refused,
+    by find_similar_errors too, and so was a step with no expected output."""
+    message = "3 validation errors for Settings\n" + "\n".join(
+        f"{field}\n  Field required [type=missing, input_value={{'debug': True, 'region': 'eu-west-1'}}, "
+        f"input_type=dict]\n    For further information visit https://errors.pydantic.dev/2.9/v/missing"
+        for field in ("database_url", "secret_key", "redis_url"))
+    assert len(message) > 500
+    lesson = copy.deepcopy(PG)
+    lesson["name"] = "settings-missing-env"
+    lesson["errorPattern"] = {"type": "ValidationError", "message": message, "context": "app startup"}
+    lesson["verificationSteps"] = [{"command": "python -c 'import app.settings'", "expectedOutput": "",
+                                    "successIndicators": []}]
+    memory.lessons.create_lesson(lesson)
+    found = memory.lessons.find_similar_errors({"type": "ValidationError", "message": message, "context": "startup"})
+    top = found["lessons"][0]
+    assert top["name"] == "settings-missing-env" and top["errorPattern"]["message"] == message
+    assert top["verificationSteps"][0]["expectedOutput"] == ""
 
 @pytest.mark.parametrize("change, field", INVALID, ids=[f"{field}-{i}" for i, (_, field) in enumerate(INVALID)])
 def test_an_invalid_lesson_names_the_field_and_writes_nothing(memory, change, field):
