@@ -1523,16 +1523,47 @@ def announces_update(old_doc, new_doc) -> bool:
 
 
 def _replaces_what_it_holds(old_doc, new_doc) -> bool:
-    """"We replaced CircleCI with GitHub Actions" after "Our CI runs on CircleCI": the new text names what it
-    replaced (``_replaced_names``) and the old one holds that as a value, outside its subject, for the same
-    owner. ("CircleCI caches our dependencies" is about CircleCI, not a value of it; "Alice replaced Emacs
-    with Neovim" says nothing of "Bob's editor is Emacs".)"""
-    if _other_owners(old_doc, new_doc) and not _replacement_is_subject(new_doc):
+    """"We replaced CircleCI with GitHub Actions" after "Our CI runs on CircleCI": one sentence each, the new
+    one a done replacement (``_done_replacement``) of a name, the old one holding that name, and only it, as its
+    value, outside its subject, for the same owner. Not "CircleCI caches our dependencies" (about CircleCI);
+    not "The CI pipeline runs pytest and flake8" after "We replaced flake8 with Ruff" (pytest still runs); not
+    "Bob's editor is Emacs" after "Alice replaced Emacs with Neovim"; not "Bob replaced the batteries" (no
+    name: whose batteries?); not "We will replace Datadog" nor "Nobody has replaced Datadog yet"."""
+    verb = _done_replacement(new_doc)
+    if verb is None or not (_one_sentence(old_doc) and _one_sentence(new_doc)):
         return False
-    replaced = _replaced_names(new_doc)
-    held = {form for t in old_doc if not _in_subject(t) and t.pos_ in ("PROPN", "NOUN", "NUM", "ADJ")
-            for form in (t.lower_, t.lemma_.lower())}
-    return bool(replaced & held)
+    if _other_owners(old_doc, new_doc) and not _replaces_in_a_role(verb):
+        return False
+    replaced = [t for t in verb.children if t.dep_ in ("dobj", "nsubjpass")]
+    replaced = [word for t in replaced for word in [t, *t.children] if word is t or word.dep_ in ("compound", "nummod")]
+    if not any(word.pos_ == "PROPN" or _is_name(word.text) or _is_mark(word.text) for word in replaced):
+        return False
+    forms = {form for word in replaced for form in (word.lower_, word.lemma_.lower())}
+    held = {t.lower_ for t in old_doc if not _in_subject(t) and (
+        t.pos_ in ("PROPN", "NUM") or (t.pos_ in ("NOUN", "ADJ") and t.dep_ in ("pobj", "dobj", "attr", "conj")))}
+    return bool(held) and held <= forms
+
+
+def _done_replacement(doc):
+    """The verb of a replacement that has happened: "replaced" or "swapped", said in the past or perfect, not
+    negated, not with might / may / could / will, not a routine ("Laptops are replaced every three years"), and
+    its subject no "nobody"; None for a plan ("We will replace", "TODO: replace", "We are replacing")."""
+    for verb in doc:
+        if (_verb_lemma(verb) in ("replace", "swap") and verb.tag_ in ("VBD", "VBN") and not _routine(verb)
+                and not any(c.dep_ == "neg" or c.lower_ in POSSIBILITY_MODALS | {"will"} for c in verb.children)
+                and not any(c.dep_ in ("nsubj", "nsubjpass") and c.lower_ in NEGATIONS for c in verb.children)):
+            return verb
+    return None
+
+
+def _replaces_in_a_role(verb) -> bool:
+    """"Rebecca Stone replaced Martin Hale as CEO": a named subject replacing someone as a role, with nothing
+    else replacing them, is the new value, not an owner of the old fact ("Alice replaced Emacs with Neovim as
+    her editor" is Alice's)."""
+    roles = [g for c in verb.children if c.dep_ == "prep" and c.lower_ == "as" for g in c.children if g.dep_ == "pobj"]
+    return (bool(roles) and not any(g.dep_ == "poss" for role in roles for g in role.children)  # "as her editor"
+            and not any(c.dep_ == "prep" and c.lower_ in ("with", "by") for c in verb.children)
+            and any(c.dep_ == "nsubj" and (c.pos_ == "PROPN" or _is_name(c.text)) for c in verb.children))
 
 
 def _new_holder_of_role(old_doc, new_doc) -> bool:
@@ -1666,13 +1697,6 @@ def _root_prepositions(doc) -> set[str]:
     return {child.lower_ for child in root.children if child.dep_ == "prep"}
 
 
-def _replacement_is_subject(doc) -> bool:
-    """"Rebecca Stone replaced Martin Hale as CEO": the subject of "replace" with nothing replacing "with" it
-    is the new value, not an owner ("Alice replaced Emacs with Neovim" is Alice's change)."""
-    return any(_verb_lemma(t) == "replace" and any(c.dep_ == "nsubj" for c in t.children)
-               and not any(c.dep_ == "prep" and c.lower_ in ("with", "by") for c in t.children) for t in doc)
-
-
 def _other_owners(old_doc, new_doc) -> bool:
     """Do the two texts name two owners ("Bob's editor" / "Alice replaced Emacs ... as her editor")? One
     acting on the other's thing ("We moved Nadia's desk") or a name written shorter ("Globex" / "Globex Inc")
@@ -1794,7 +1818,8 @@ def _topic_marks(doc) -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     for token in topics:
         if token.pos_ in ("NOUN", "PROPN"):
-            found.setdefault(token.lemma_.lower(), set()).update(_subject_marks_with_adjectives(token))
+            marks = {mark for mark in _subject_marks_with_adjectives(token) if not any(c.isdigit() for c in mark)}
+            found.setdefault(token.lemma_.lower(), set()).update(marks)  # a number is a value ("port 5173")
     return found
 
 
@@ -2593,13 +2618,11 @@ class YourMemory:
 
     @staticmethod
     def _replaces_by_name(old_content: str, new_content: str, new_doc, old_parse: Callable) -> bool:
-        """Below UPDATE_MIN_SIMILARITY only one kind of change replaces a memory: a one-sentence fact that
-        announces it and names what it replaced, which the old memory holds ("We replaced Datadog with
-        Grafana" / "Monitoring is done with Datadog"). A routine is no change ("Laptops are replaced every
-        three years"); a quote or a paragraph is a record."""
-        return (speaker(new_content) is None and speaker(old_content) is None and _one_sentence(new_doc)
-                and bool(_replaced_names(new_doc)) and _announces_change(new_doc)
-                and _replaces_what_it_holds(old_parse(), new_doc))
+        """Below UPDATE_MIN_SIMILARITY only one kind of change replaces a memory: a done replacement of a name
+        that the old memory holds as its one value (``_replaces_what_it_holds``: "We replaced Datadog with
+        Grafana" / "Monitoring is done with Datadog"). A quote or a paragraph is a record."""
+        return (speaker(new_content) is None and speaker(old_content) is None
+                and _done_replacement(new_doc) is not None and _replaces_what_it_holds(old_parse(), new_doc))
 
     def _stored_parse(self, memory_id: int, content: str):
         """A memory's parse from its record; one made now is recorded, so each memory is parsed once."""
@@ -2797,13 +2820,23 @@ class YourMemory:
     def _keep_restated(chosen: list[dict], ranked: list[dict]) -> list[dict]:
         """A memory the query restates (cosine >= RESTATED_MIN_SIMILARITY) that stronger look-alikes or
         newer values pushed out comes back in place of the last result that the query does not restate and
-        that is not its own newer value (which answers better what was asked of it). It ranked below every
+        that is not one of its newer values (which answer better what was asked of it). It ranked below every
         result, so it goes last."""
         def restated(c):
             return (c["similarity"] or 0.0) >= RESTATED_MIN_SIMILARITY
+        by_id = {c["id"]: c for c in ranked}
+
+        def newer_value_of(c, older_id):  # along the chain: Berlin is newer than Toronto, Toronto than Bangalore
+            seen = set()
+            while c is not None and c.get("newer_than") is not None and c["id"] not in seen:
+                seen.add(c["id"])
+                if c["newer_than"] == older_id:
+                    return True
+                c = by_id.get(c["newer_than"])
+            return False
         kept = list(chosen)
         for missing in [c for c in ranked if restated(c) and all(c is not k for k in kept)]:
-            room = [i for i, c in enumerate(kept) if not restated(c) and c.get("newer_than") != missing["id"]]
+            room = [i for i, c in enumerate(kept) if not restated(c) and not newer_value_of(c, missing["id"])]
             if not room:
                 break
             del kept[room[-1]]

@@ -302,13 +302,19 @@ def next_read(rng: random.Random, model: Model, owner: int) -> dict | None:
 
 
 async def recall_miss_detail(session, op: dict, result: dict) -> str:
-    """What a recall that missed its own memory returned, and where that memory ranks among 50."""
-    wide = await session.call_tool("recall_memory", {"query": op["query"], "top_k": 50})
-    ranked = json.loads("\n".join(b.text for b in wide.content if getattr(b, "text", None))).get("memories", [])
-    rank = next((i for i, m in enumerate(ranked) if m["id"] == op["expect"]), None)
-    shown = [{k: m.get(k) for k in ("id", "score", "similarity", "bm25", "strength", "via", "content")}
-             for m in result["memories"] + ([ranked[rank]] if rank is not None else [])]
-    return f"; rank among 50: {rank}; returned, then the memory itself: {json.dumps(shown)}"
+    """What a recall that missed its own memory returned, and where that memory ranks among 50 (a second
+    recall, which reinforces too: the run has failed already). A failure here is reported, not raised."""
+    import anyio
+    try:
+        with anyio.fail_after(CALL_LIMIT_S):
+            wide = await session.call_tool("recall_memory", {"query": op["query"], "top_k": 50})
+        ranked = json.loads("\n".join(b.text for b in wide.content if getattr(b, "text", None)))["memories"]
+        rank = next((i for i, m in enumerate(ranked) if m["id"] == op["expect"]), None)
+        shown = [{k: m.get(k) for k in ("id", "score", "similarity", "bm25", "strength", "via", "content")}
+                 for m in result["memories"] + ([ranked[rank]] if rank is not None else [])]
+        return f"; rank among 50: {rank}; returned, then the memory itself: {json.dumps(shown)}"
+    except Exception as error:  # noqa: BLE001 - the miss itself must still be reported
+        return f"; (the second recall, for detail, failed: {error!r})"
 
 
 def contested_op(owner: int, k: int) -> dict:

@@ -289,6 +289,28 @@ def test_a_newer_sibling_fact_does_not_move_above_the_one_the_question_names(mem
         clock.advance(seconds=60)
     assert [m["id"] for m in memory.recall(question, top_k=1)["memories"]] == [ids[0]]
 
+
+def test_a_number_is_a_value_not_a_mark_of_the_topic(memory, clock):
+    """"port 5173" and "port 3000" are two values of one port, not two ports: the newer still comes first."""
+    memory.store("The frontend dev server runs on port 5173")
+    clock.advance(seconds=60)
+    newer = memory.store("The frontend dev server runs on port 3000 after the Vite upgrade")
+    top = memory.recall("Is the frontend dev server still on port 5173?", top_k=1)["memories"]
+    assert [m["id"] for m in top] == [newer["id"]]
+
+
+def test_a_restated_memory_yields_to_every_newer_value_of_its_chain(memory, clock):
+    """Bangalore, then Toronto, then Berlin: asked Bangalore's own words with room for two, both newer values
+    come back, the newest first (a review found Berlin pushed out)."""
+    memory.store("Priya lives in Bangalore.")
+    clock.advance(seconds=60)
+    toronto = memory.store("Priya moved to Toronto for her new role.")
+    clock.advance(seconds=60)
+    berlin = memory.store("Priya relocated to Berlin last month.")
+    assert toronto["action"] == berlin["action"] == "store"
+    top = memory.recall("Priya lives in Bangalore.", top_k=2)["memories"]
+    assert [m["id"] for m in top] == [berlin["id"], toronto["id"]]
+
 def test_an_unrelated_newer_fact_does_not_come_in(memory, clock):
     """News of the same owner that gives no value of the recalled fact stays out: "wants PR titles in the
     imperative" passes the newer-value test against "now wants squash merges" at cosine 0.41 (and came

@@ -291,6 +291,20 @@ def test_a_change_that_names_what_it_replaced_supersedes_the_memory_holding_it(m
     ("The company buys Dell laptops for new hires.", "Laptops are replaced every three years."),  # a routine
     ("Datadog bills us per monitored host.", "We replaced Datadog with Grafana."),  # about Datadog, not a value
     ("Ada: monitoring is done with Datadog", "Ada: we replaced Datadog with Grafana"),  # quotes are records
+    # A review's cases. Plans and a denial are no replacement:
+    ("Monitoring is done with Datadog.", "We will replace Datadog with Grafana next quarter."),
+    ("Monitoring is done with Datadog.", "TODO: replace Datadog with Grafana."),
+    ("Monitoring is done with Datadog.", "We are replacing Datadog with Grafana next quarter."),
+    ("Monitoring is done with Datadog.", "Nobody has replaced Datadog yet."),
+    # No name replaced (whose batteries?), or one value of several (pytest still runs):
+    ("The smoke detector in the server room uses AA batteries.", "Bob replaced the batteries."),
+    ("The payments service talks to Stripe through a thin wrapper.",
+     "Carol replaced the wrapper with the official SDK in the orders service."),
+    ("The CI pipeline runs pytest and flake8.", "We replaced flake8 with Ruff."),
+    # Another owner, and a paragraph (a record):
+    ("Bob's editor is Emacs.", "Alice replaced Emacs."),
+    ("Monitoring is done with Datadog, and on-call alerts go through PagerDuty to the #ops channel. Dashboards "
+     "are reviewed on Mondays.", "We replaced Datadog with Grafana and Prometheus."),
 ])
 def test_a_named_replacement_leaves_a_routine_a_fact_about_the_thing_and_a_quote_alone(memory, old, new):
     first = memory.store(old)
