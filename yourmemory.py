@@ -189,9 +189,9 @@ NEWNESS_WORDS = {"new", "newest", "latest", "current", "currently"}  # only when
 # A value written in digits ("3.11", "$30k", "port 8080") is replaced by another such value, not by a name.
 NUMERIC_VALUE = re.compile(r"[v$#]?\d[\d.,:/]*(k|m|gb|mb|kb|ms|s|h|%)?")
 UPDATE_MIN_SIMILARITY = 0.45
-# A change that names what it replaced ("We replaced Datadog with Grafana", cosine 0.36 to "Monitoring is
-# done with Datadog") replaces a memory that holds that value from this cosine. (0.2 to 0.35 did the same
-# on the seen stale-fact files.)
+# A done replacement of a name ("We replaced Datadog with Grafana", cosine 0.36 to "Monitoring is done with
+# Datadog") replaces a memory that holds that name as its one value from this cosine. (0.2 to 0.35 did the
+# same on the seen stale-fact files, measured with the rule's first, wider form.)
 NAMED_REPLACEMENT_MIN_SIMILARITY = 0.3
 # A very similar fact about the same subject with another value replaces the old one unannounced.
 RESTATEMENT_MIN_SIMILARITY = 0.8
