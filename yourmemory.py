@@ -2622,6 +2622,8 @@ class YourMemory:
         that the old memory holds as its one value (``_replaces_what_it_holds``: "We replaced Datadog with
         Grafana" / "Monitoring is done with Datadog"). A quote or a paragraph is a record."""
         return (speaker(new_content) is None and speaker(old_content) is None
+                # asked first (``_replaces_what_it_holds`` asks it again): it reads only the new text, so a store
+                # that replaces nothing never rebuilds its weaker neighbours' parses
                 and _done_replacement(new_doc) is not None and _replaces_what_it_holds(old_parse(), new_doc))
 
     def _stored_parse(self, memory_id: int, content: str):
