@@ -1193,6 +1193,7 @@ spaCy (en_core_web_sm) loads lazily on first use; the regexes need nothing.
 
 _WORD = re.compile(r"[\w][\w.+#'/-]*")
 _RUNS = re.compile(r"\w+")
+_NUMBER = re.compile(r"\d+(?:[.:,/-]\d+)*")
 STOPWORDS = frozenset("""
 a an the and or but if then so of to in on at by for with from into onto about as is are was were be been
 being am do does did doing have has had having i me my mine we us our you your he him his she her it its they
@@ -1285,6 +1286,11 @@ def names_in(text: str) -> set[str]:
     """The words of a text that name someone or mark something, with no parse: capitalised words that are
     not stop words ("Priya", "Zoë"; not "CI") and words of letters and digits ("Q3", "5k"), lower-cased."""
     return {word.lower() for word in _runs(text) if _is_name(word) or _is_mark(word)} - STOPWORDS
+
+
+def numbers_in(text: str) -> set[str]:
+    """The numbers a text names, each whole ("1.4.0", "8:45", "3"), which ``names_in`` leaves out."""
+    return set(_NUMBER.findall(text))
 
 
 def plain_words(text: str) -> set[str]:
@@ -1778,6 +1784,15 @@ def _clause_parts(doc) -> dict[str, set[str]]:
             if (word is head or word.dep_ in ("compound", "nummod", "amod"))
             and word.pos_ in ("NOUN", "PROPN", "NUM", "ADJ"))
     return parts
+
+
+def _asked_about_the_older_number(old_doc, new_doc, asked_names: set[str]) -> bool:
+    """Does the question name a number of the older fact's subject, where the newer fact's subject has its own?
+    "When did version 1.4.0 ship?" asks about "Version 1.4.0 shipped on March 3", not "Version 1.5.0 shipped
+    on March 17". A number outside the subject is a value: "Is the dev server still on port 5173?" asks for
+    the newer port."""
+    old, new = (set().union(*map(numbers_in, _subject_numbers(doc))) for doc in (old_doc, new_doc))
+    return bool((old - new) & asked_names) and bool(new - old - asked_names)
 
 
 def _asked_about_the_older_subject(old_doc, new_doc, asked_words: set[str]) -> bool:
@@ -2759,8 +2774,8 @@ class YourMemory:
             self._round_two(candidates, seeds, caller, top_k, now)
             ranked = sorted(candidates.values(), key=lambda c: -c["score"])
             rest = ranked[top_k:top_k + min((NEWER_FROM_REST_FACTOR - 1) * top_k, NEWER_FROM_REST_MAX)]
-            chosen = self._newer_values_first(ranked[:top_k], rest, names_in(query), plain_words(query),
-                                              asked_kind(query))
+            chosen = self._newer_values_first(ranked[:top_k], rest, names_in(query) | numbers_in(query),
+                                              plain_words(query), asked_kind(query))
             chosen = self._keep_restated(chosen, ranked)
             self._fill_similarity({c["id"]: c for c in chosen}, vector)  # one reached by the graph has none yet
             if not self.read_only:  # a read-only database is still searchable; it just cannot learn
@@ -2873,11 +2888,13 @@ class YourMemory:
         A close fact does not count when the question names someone or something the older text names and
         the newer one does not: "Bob's favourite editor is Emacs" does not answer "Which editor does Alice
         like best?" before "Alice's favourite editor is Vim" (cosine 0.75), nor does "The Q4 cloud budget is
-        $55k" answer "What is the Q3 cloud budget?" before "The Q3 cloud budget is $40k". Names are told by their
-        capitals (``names_in``), so a question in lower case guards nothing, nor does an acronym ("CI" is
-        as often the topic as the owner); and a value the question names guards the older text too ("Is
-        Kai interning at Google?"). Nor when the question names a mark of the older fact's subject and the
-        newer fact's subject has a mark of its own ("the *database* connection pool" / "the *Redis* connection
+        $55k" answer "What is the Q3 cloud budget?" before "The Q3 cloud budget is $40k", nor "Version 1.5.0
+        shipped on March 17" "When did version 1.4.0 ship?" (``_asked_about_the_older_number``). Names are
+        told by their capitals (``names_in``), so a question in lower case guards nothing, nor does an acronym
+        ("CI" is as often the topic as the owner); and a value the question names guards the older text too
+        ("Is Kai interning at Google?"), unless it is a number ("Is the dev server still on port 5173?").
+        Nor when the question names a mark of the older fact's subject and the newer fact's subject has a mark
+        of its own ("the *database* connection pool" / "the *Redis* connection
         pool"), capitalised or not, or the same of a role both are ("Alice is the *frontend* lead" / "Bob is the
         *backend* lead"). Nor when the question asks for a kind of thing (``asked_kind``: a time,
         an amount, a number, a place) that the older text names and the newer one, announcing no change, does
@@ -2886,6 +2903,7 @@ class YourMemory:
         """
         return ((similarity >= NEWER_CLOSE_MIN_SIMILARITY
                  and not (names_in(old_doc.text) - plain_words(new_doc.text)) & asked_names
+                 and not _asked_about_the_older_number(old_doc, new_doc, asked_names)
                  and not _asked_about_the_older_subject(old_doc, new_doc, asked_words)
                  and not (kind and names_kind(old_doc, kind) and not names_kind(new_doc, kind)
                           and not _announces_change(new_doc)))

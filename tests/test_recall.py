@@ -342,6 +342,9 @@ def test_a_newer_fact_saying_nearly_the_same_is_recalled_first(memory, clock):
     ("O'Brien's favourite editor is Vim.", "Bob's favourite editor is Emacs.", "Which editor does O'Brien like best?"),
     # Close too, but the question asks for Q3.
     ("The Q3 cloud budget is $40k.", "The Q4 cloud budget is $55k.", "What is the Q3 cloud budget?"),
+    # Two releases (cosine 0.9): the question names the older one's version, however it is written.
+    ("Version 1.4.0 shipped on March 3.", "Version 1.5.0 shipped on March 17.", "When did version 1.4.0 ship?"),
+    ("Orion v1.4.0 was released on March 3.", "Orion v1.5.0 was released on March 17.", "When was 1.4.0 released?"),
     # The same subject, another value, but only at cosine 0.49: another fact about Acme.
     ("Acme moved its headquarters to New York.", "Acme has a satellite office in Dublin.",
      "Where is Acme headquartered?"),
