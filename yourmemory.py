@@ -1733,6 +1733,8 @@ def _new_value_of_same_fact(old_doc, new_doc, *, same_subject: bool) -> bool:
         return False  # "the Q4 budget" is not "the Q3 budget"; "bug #4313" is not "bug #4312"
     if _rival_marks(_subject_numbers(old_doc), _subject_numbers(new_doc)):
         return False  # "Version 1.5.0 shipped on March 17" is another release than "Version 1.4.0 shipped ..."
+    if subject is None and _rival_marks(*_misread_phrase_marks(old_doc, new_doc)):
+        return False  # "svc-delta runs on port 8004" is another service than "svc-gamma runs on port 8003"
     old_values, new_values = value_words(old_doc) - new_words, value_words(new_doc) - old_words
     new_values -= NEWNESS_WORDS  # "The current release is v2.3.0" gives no value "current"
     if not same_subject and not old_values and new_values:
@@ -1954,6 +1956,24 @@ def _subject_numbers(doc) -> set[str]:
     small model makes "1.4.0" the subject in one sentence and "Version" in the next)."""
     subject = _subject(doc)
     return {t.lower_ for t in subject.subtree if _has_digit(t)} if subject is not None else set()
+
+
+def _misread_phrase_marks(old_doc, new_doc) -> tuple[set[str], set[str]]:
+    """Where the small model read both sentences as one noun phrase with the same head ("svc-gamma runs on
+    port 8003": "runs" as a noun, so neither has a subject), the words each head is compounded from ("svc",
+    "gamma"), which name what the sentence is about; its prepositions hold the value ("port 8003")."""
+    heads = [next(iter(doc.sents)).root if len(doc) else None for doc in (old_doc, new_doc)]
+    if any(h is None or h.pos_ not in ("NOUN", "PROPN") for h in heads) or heads[0].lemma_ != heads[1].lemma_:
+        return set(), set()
+    return _compound_words(heads[0]), _compound_words(heads[1])
+
+
+def _compound_words(token) -> set[str]:
+    words = set()
+    for child in token.children:
+        if child.dep_ in ("compound", "amod"):
+            words |= {child.lower_} | _compound_words(child)
+    return words
 
 
 def _rival_marks(old_marks: set[str], new_marks: set[str]) -> bool:

@@ -370,6 +370,17 @@ def test_a_near_identical_statement_with_another_value_supersedes_unannounced(me
 
 
 @pytest.mark.parametrize("old, new", [
+    ("svc-gamma runs on port 8003", "svc-gamma runs on port 9003"),
+    ("The staging-db backup runs at 02:00", "The staging-db backup runs at 04:00"),
+])
+def test_a_sentence_read_as_a_noun_phrase_still_takes_a_new_value(memory, old, new):
+    """The small model reads "runs" as a noun here; the same words before it are the same subject."""
+    first = memory.store(old)
+    second = memory.store(new)
+    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
+
+
+@pytest.mark.parametrize("old, new", [
     ("The Q1 travel budget is $10k", "The Q1 travel budget has not been set yet"),  # no change is made
     ("The web server listens on port 3000", "The API server moved to port 8080"),  # another server
     ("The dashboard uses React Router for navigation", "We upgraded the dashboard to React 18"),  # a version
@@ -406,6 +417,9 @@ def test_a_change_of_someone_else_or_of_another_value_supersedes_nothing(memory,
     # Two releases: the parse makes "Version" the subject of one and "1.5.0" of the other.
     ("Version 1.4.0 shipped on March 3", "Version 1.5.0 shipped on March 17"),
     ("Orion v1.4.0 was released on March 3", "Orion v1.5.0 was released on March 17"),
+    # Two services, two backups: the small model reads "runs" as a noun, so neither sentence has a subject.
+    ("svc-gamma runs on port 8003", "svc-delta runs on port 8004"),
+    ("The staging-db backup runs at 02:00", "The prod-db backup runs at 03:00"),
 ])
 def test_a_routine_another_relation_or_a_change_of_something_unmentioned_supersedes_nothing(memory, old, new):
     memory.store(old)
