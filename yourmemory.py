@@ -1208,8 +1208,11 @@ should will shall may might must isn't aren't wasn't weren't don't doesn't didn'
 couldn't wouldn't shouldn't won't any anyone anybody
 """.split())
 DISCOURSE_MARKERS = frozenset("so and but also oh hey hi well ok okay um uh then wait anyway btw".split())
+# A failure word naming a kind of tooling ("Sentry is used for error monitoring", "the bug tracker") is no failure.
+_TOOLING = r"(?!\s+(monitoring|tracking|tracker|reporting|reporter|handling|handler|logging|alerting|budget)\b)"
 CATEGORY_RULES = (
-    ("failure", re.compile(r"\b(fail(s|ed|ure|ing)?|error|exception|bug|crash(es|ed)?|broke(n)?|breaks|"
+    ("failure", re.compile(r"\b(fail(s|ed|ing)?|(failure|error|exception|bug)s?\b" + _TOOLING + "|"
+                           r"crash(es)?\b" + _TOOLING + r"|crashed|broke(n)?|breaks|"
                            r"traceback|timed? ?out|doesn'?t work|didn'?t work|regression|segfault)\b", re.I)),
     ("strategy", re.compile(r"\b(should|always|never|best (way|practice)|prefer to|make sure|remember to|"
                             r"to fix|workaround|approach|strategy|instead of|recommend(ed)?|rule of thumb|"

@@ -25,6 +25,11 @@ def test_a_new_memory_is_stored_with_its_vector_and_index_entry(memory):
     ("We should always pin the Node version in CI", "strategy"),
     ("The user probably works in the Berlin office", "assumption"),
     ("The API gateway listens on port 8443", "fact"),
+    # A failure word naming a kind of tool is no failure (which would fade at twice a fact's rate).
+    ("Sentry is used for error monitoring", "fact"),
+    ("Our bug tracker is Linear", "fact"),
+    ("The app crashes on startup since the error handling refactor", "failure"),
+    ("Two errors in the nightly import, both timeouts", "failure"),
 ])
 def test_category_is_inferred_when_absent_and_the_reply_says_so(memory, text, category):
     result = memory.store(text)
