@@ -2494,9 +2494,13 @@ class Caller:
         return visibility in self.can_write and (visibility == "shared" or self.agent is not None)
 
 
+# stated_at: when the memory's text was last written, by its store or by an update (updated_at also moves
+# when it is reinforced). Newer-first orders facts by it: an updated memory states the latest value.
 MEMORY_COLUMNS = ("id, user_id, agent_id, visibility, source, content, category, importance, recall_count, "
                   "status, superseded_by, "
-                  "created_at, updated_at, last_accessed_at, pruned_at, predicate, follows, parse")
+                  "created_at, updated_at, last_accessed_at, pruned_at, predicate, follows, parse, "
+                  "max(created_at, coalesce((SELECT max(changed_at) FROM memory_history AS h "
+                  "WHERE h.memory_id = memories.id AND h.reason = 'updated'), created_at)) AS stated_at")
 
 
 class _OpenLock:
@@ -2837,13 +2841,13 @@ class YourMemory:
         # A result's id -> the newest value that came in from the rest above it. The rest are not compared
         # with each other, so a newer one goes above that; results were, and are met first in the loop.
         heads = {}
-        for later in sorted(successors, key=lambda c: c["row"]["created_at"]):
+        for later in sorted(successors, key=lambda c: c["row"]["stated_at"]):
             outside = later not in order
             floor = NEWER_FROM_REST_MIN_SIMILARITY if outside else ANNOUNCED_FIRST_MIN_SIMILARITY
             for earlier in order[:len(order) if outside else order.index(later)]:
                 similarity = related.get((earlier["id"], later["id"]))
                 if (similarity is not None and similarity >= floor
-                        and earlier["row"]["created_at"] < later["row"]["created_at"]
+                        and earlier["row"]["stated_at"] < later["row"]["stated_at"]
                         and self._newer_value(doc(earlier), doc(later), similarity, asked_names, asked_words,
                                               kind)):
                     anchor = heads.get(earlier["id"], earlier)
@@ -2893,7 +2897,7 @@ class YourMemory:
             for above in order[:order.index(answer)]:
                 if (related.get((above["id"], answer["id"]), 0.0) >= NEWER_CLOSE_MIN_SIMILARITY
                         and not names_kind(doc(above), kind) and names_kind(doc(answer), kind)
-                        and not (above["row"]["created_at"] > answer["row"]["created_at"]
+                        and not (above["row"]["stated_at"] > answer["row"]["stated_at"]
                                  and _announces_change(doc(above)))):
                     order.remove(answer)
                     order.insert(order.index(above), answer)

@@ -333,6 +333,22 @@ def test_a_newer_fact_saying_nearly_the_same_is_recalled_first(memory, clock):
     assert [m["id"] for m in top] == [second["id"], first["id"]] and top[0]["via"] == "newer"
 
 
+def test_a_memory_updated_with_a_new_value_counts_as_the_newer_one(memory, clock):
+    """Newer-first orders facts by when their text was written: an update writes it again (a reinforce,
+    which also moves updated_at, does not)."""
+    first = memory.store("The CLI is built with Go 1.20.")
+    clock.advance(seconds=60)
+    second = memory.store("CLI toolchain bumped to Go 1.22.")
+    clock.advance(seconds=60)
+    memory.update(first["id"], "The CLI is built with Go 1.23.")
+    top = memory.recall("Which Go version is the CLI built with?", top_k=2)["memories"]
+    assert [m["id"] for m in top] == [first["id"], second["id"]], top
+    clock.advance(seconds=60)
+    assert memory.store("CLI toolchain bumped to Go 1.22.")["action"] == "reinforce"
+    top = memory.recall("Which Go version is the CLI built with?", top_k=2)["memories"]
+    assert [m["id"] for m in top] == [first["id"], second["id"]], top
+
+
 @pytest.mark.parametrize("old, new, query", [
     # What someone said stays a record of that moment; recall does not reorder quotes by age.
     ("Caroline: I live in Chicago", "Caroline: I am in Portland these days", "Where does Caroline live?"),
