@@ -84,6 +84,7 @@ MAX_TOKENS = 384
 MAX_CONTENT_CHARS = 10_000          # the model reads ~1,500 chars; BM25 reads everything
 MAX_QUERY_CHARS = 10_000
 MAX_TOP_K = 100
+MAX_USER_CHARS = 128
 
 # Hybrid search: relevance = 0.6 * cosine + 0.4 * bm25 / max(bm25 among candidates), the cosine less a
 # part for resembling every memory (TYPICAL_PENALTY below).
@@ -3661,8 +3662,8 @@ def _check_id(value: Any) -> int:
 def _check_user(value: Any, field: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InvalidInput(field, "must be a non-empty string")
-    if len(value) > 128 or any(ord(c) < 32 for c in value):
-        raise InvalidInput(field, "must be at most 128 characters, without control characters")
+    if len(value) > MAX_USER_CHARS or any(ord(c) < 32 for c in value):
+        raise InvalidInput(field, f"must be at most {MAX_USER_CHARS} characters, without control characters")
     _check_unicode(value, field)
     return value.strip().lower()
 
@@ -4609,7 +4610,8 @@ def build_server(memory: YourMemory):
     Importance = Annotated[float, Field(ge=0, le=1, strict=True,
                                         description="0..1; higher is kept longer and ranks higher.")]
     MemoryId = Annotated[int, Field(ge=1, strict=True, description="The id a store or recall returned.")]
-    UserId = Annotated[Optional[str], Field(description="Memory namespace; defaults to the server's user.")]
+    UserId = Annotated[Optional[str], Field(max_length=MAX_USER_CHARS,
+                                            description="Memory namespace; defaults to the server's user.")]
     ApiKey = Annotated[Optional[str], Field(description="An agent's API key (ym_...); omit to act as the user.")]
 
     server = MCPServer("yourmemory", title="YourMemory", version=__version__, instructions=SERVER_INSTRUCTIONS)
@@ -4717,11 +4719,14 @@ def add_knowledge_graph_tools(server, memory: YourMemory, call, UserId, ApiKey) 
     closed = with_config(ConfigDict(extra="forbid"))  # an unknown key fails the call, naming it
 
     def Text(description: str):  # noqa: N802 - reads as a type in the schemas below
-        return Annotated[str, Field(description=description)]
+        return Annotated[str, Field(max_length=MAX_NAME_CHARS, description=description)]
+    Name = Annotated[str, Field(max_length=MAX_NAME_CHARS)]  # the limits the manager checks, shown to clients
+    Observation = Annotated[str, Field(max_length=MAX_CONTENT_CHARS)]
     Entity = closed(TypedDict("Entity", {
         "name": Text("The name of the entity"),
         "entityType": Text("The type of the entity"),
-        "observations": Annotated[list[str], Field(description="Observation contents associated with the entity")],
+        "observations": Annotated[list[Observation], Field(
+            description="Observation contents associated with the entity")],
     }))
     Relation = closed(TypedDict("Relation", {
         "from": Text("The name of the entity where the relation starts"),
@@ -4730,11 +4735,11 @@ def add_knowledge_graph_tools(server, memory: YourMemory, call, UserId, ApiKey) 
     }))
     NewObservations = closed(TypedDict("NewObservations", {
         "entityName": Text("The name of the entity to add the observations to"),
-        "contents": Annotated[list[str], Field(description="The observation contents to add")],
+        "contents": Annotated[list[Observation], Field(description="The observation contents to add")],
     }))
     ObservationDeletion = closed(TypedDict("ObservationDeletion", {
         "entityName": Text("The name of the entity containing the observations"),
-        "observations": Annotated[list[str], Field(description="The observations to delete")],
+        "observations": Annotated[list[Observation], Field(description="The observations to delete")],
     }))
     AddedObservations = TypedDict("AddedObservations", {"entityName": str, "addedObservations": list[str]})
 
@@ -4785,7 +4790,7 @@ def add_knowledge_graph_tools(server, memory: YourMemory, call, UserId, ApiKey) 
         return call(graph.add_observations, observations, user_id=user_id, api_key=api_key)
 
     @server.tool(title="Delete Entities", annotations=deletes)
-    def delete_entities(entityNames: Annotated[list[str], Field(description="The names of the entities to delete")],
+    def delete_entities(entityNames: Annotated[list[Name], Field(description="The names of the entities to delete")],
                         user_id: UserId = None, api_key: ApiKey = None) -> Done:
         """Delete entities with their observations and every relation that touches them. Unknown names
         are ignored."""
@@ -4816,7 +4821,8 @@ def add_knowledge_graph_tools(server, memory: YourMemory, call, UserId, ApiKey) 
 
     @server.tool(title="Search Nodes", annotations=reads)
     def search_nodes(
-        query: Annotated[str, Field(description="Matched against names, types and observation contents.")],
+        query: Annotated[str, Field(max_length=MAX_QUERY_CHARS,
+                                    description="Matched against names, types and observation contents.")],
         limit: Annotated[int, Field(ge=0, le=MAX_TOP_K, strict=True, description=(
             "How many semantically related entities may follow the text matches."))] = SEARCH_NODES_LIMIT,
         user_id: UserId = None, api_key: ApiKey = None,
@@ -4826,7 +4832,7 @@ def add_knowledge_graph_tools(server, memory: YourMemory, call, UserId, ApiKey) 
         return call(graph.search_nodes, query, limit=limit, user_id=user_id, api_key=api_key)
 
     @server.tool(title="Open Nodes", annotations=reads)
-    def open_nodes(names: Annotated[list[str], Field(description="The exact names of the entities to retrieve")],
+    def open_nodes(names: Annotated[list[Name], Field(description="The exact names of the entities to retrieve")],
                    user_id: UserId = None, api_key: ApiKey = None) -> Graph:
         """The entities with exactly these names, with every relation touching them."""
         return call(graph.open_nodes, names, user_id=user_id, api_key=api_key)
@@ -4846,12 +4852,15 @@ def add_lesson_tools(server, memory: YourMemory, call, UserId, ApiKey) -> None:
     from pydantic import ConfigDict, Field, with_config
     from typing_extensions import NotRequired, TypedDict
 
+    def Text(description: str, limit: int = MAX_CONTENT_CHARS):  # noqa: N802 - reads as a type below
+        return Annotated[str, Field(max_length=limit, description=description)]
+
     @with_config(ConfigDict(extra="forbid"))  # an unknown key fails the call, naming it
     class ErrorPattern(TypedDict):
-        type: Annotated[str, Field(description="The kind of error, e.g. a type or category name")]
-        message: Annotated[str, Field(description="The error message")]
-        context: Annotated[str, Field(description="Where it happened: a tool, component or task")]
-        stackTrace: NotRequired[Annotated[str, Field(description="The stack trace, if any")]]
+        type: Text("The kind of error, e.g. a type or category name", MAX_NAME_CHARS)
+        message: Text("The error message")
+        context: Text("Where it happened: a tool, component or task")
+        stackTrace: NotRequired[Text("The stack trace, if any")]
 
     @with_config(ConfigDict(extra="allow"))  # kept, as the library keeps them
     class Metadata(TypedDict, total=False):
@@ -4860,15 +4869,17 @@ def add_lesson_tools(server, memory: YourMemory, call, UserId, ApiKey) -> None:
 
     @with_config(ConfigDict(extra="forbid"))
     class VerificationStep(TypedDict):
-        command: Annotated[str, Field(description="A command that checks the fix")]
-        expectedOutput: Annotated[str, Field(description="What the command should print")]
-        successIndicators: Annotated[list[str], Field(description="Strings whose presence means success")]
+        command: Text("A command that checks the fix")
+        expectedOutput: Text("What the command should print (may be empty)")
+        successIndicators: Annotated[list[Text("A string whose presence means success")],
+                                     Field(description="Strings whose presence means success")]
 
     @with_config(ConfigDict(extra="forbid"))
     class Lesson(TypedDict):
-        name: Annotated[str, Field(description="A unique name for the lesson")]
+        name: Text("A unique name for the lesson", MAX_NAME_CHARS)
         entityType: Literal["lesson"]
-        observations: Annotated[list[str], Field(description="What was learned: cause, fix, caveats")]
+        observations: Annotated[list[Text("An observation")],
+                                Field(description="What was learned: cause, fix, caveats")]
         errorPattern: ErrorPattern
         metadata: NotRequired[Metadata]
         verificationSteps: list[VerificationStep]
@@ -4890,7 +4901,7 @@ def add_lesson_tools(server, memory: YourMemory, call, UserId, ApiKey) -> None:
 
     @server.tool(title="Update Lesson Success", annotations=writes)
     def update_lesson_success(
-        lessonName: Annotated[str, Field(description="The name of the lesson that was applied")],
+        lessonName: Text("The name of the lesson that was applied", MAX_NAME_CHARS),
         success: Annotated[bool, Field(strict=True, description="Whether applying it fixed the problem")],
         user_id: UserId = None, api_key: ApiKey = None,
     ) -> dict[str, Any]:
@@ -4908,7 +4919,7 @@ def add_lesson_tools(server, memory: YourMemory, call, UserId, ApiKey) -> None:
 
     @server.tool(title="Get Lesson Recommendations", annotations=reads)
     def get_lesson_recommendations(
-        context: Annotated[str, Field(description="What you are doing or facing, in plain words")],
+        context: Text("What you are doing or facing, in plain words", MAX_QUERY_CHARS),
         limit: Limit = 5, user_id: UserId = None, api_key: ApiKey = None,
     ) -> Lessons:
         """Lessons relevant to a situation, ranked by relevance and success rate, with full solution details."""

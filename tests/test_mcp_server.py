@@ -101,6 +101,10 @@ def test_server_lists_exactly_the_documented_tools_while_the_model_is_still_load
         assert properties, tool.name
         for name, schema in properties.items():
             assert schema.get("description"), f"{tool.name}.{name} has no description"
+        # An API key is checked by its digest, whatever its length; every other string has a limit.
+        unbounded = [path for path in string_paths(tool.input_schema, tool.input_schema, tool.name)
+                     if not path.endswith(".api_key")]
+        assert not unbounded, f"strings with no maxLength (the server refuses over its limits): {unbounded}"
     assert by_name["forget_memory"].annotations.destructive_hint is True
     assert by_name["store_memory"].annotations.destructive_hint is False
     # A repeated store reinforces (recall_count + 1) and a repeated update adds a history row: a client
@@ -113,6 +117,21 @@ def test_server_lists_exactly_the_documented_tools_while_the_model_is_still_load
     assert set(by_name["recall_memory"].output_schema["properties"]) == {"memoriesFound", "context", "memories"}
     assert not empty.is_error, text(empty)
     assert payload(empty)["memoriesFound"] == 0
+
+
+def string_paths(schema: dict, root: dict, path: str):
+    """The paths of the free-text strings in an input schema that advertise no maxLength."""
+    if "$ref" in schema:
+        schema = root["$defs"][schema["$ref"].rsplit("/", 1)[-1]]
+    for branch in schema.get("anyOf", []):
+        yield from string_paths(branch, root, path)
+    if schema.get("type") == "string" and "enum" not in schema and "const" not in schema \
+            and "maxLength" not in schema:
+        yield path
+    for key, value in schema.get("properties", {}).items():
+        yield from string_paths(value, root, f"{path}.{key}")
+    if isinstance(schema.get("items"), dict):
+        yield from string_paths(schema["items"], root, f"{path}[]")
 
 
 def test_store_recall_reinforce_and_supersede_over_stdio(server):
