@@ -1203,17 +1203,20 @@ will shall may might must just also very really too than up down out over again 
 few more most other some such own same only s t ll ve re d m yes oh hey hi ok okay well
 """.split())
 NEGATIONS = frozenset({"not", "no", "never", "n't", "nor", "cannot", "without", "none", "nobody", "nothing"})
+WH_WORDS = frozenset("what which who whom whose when where why how".split())
+STILL_WORDS = frozenset("still anymore now latest current currently".split())
 QUESTION_OPENERS = frozenset("""
 what which who whom whose when where why how is are was were am do does did have has had can could would
 should will shall may might must isn't aren't wasn't weren't don't doesn't didn't haven't hasn't hadn't can't
 couldn't wouldn't shouldn't won't any anyone anybody
 """.split())
 DISCOURSE_MARKERS = frozenset("so and but also oh hey hi well ok okay um uh then wait anyway btw".split())
-# A failure word naming a kind of tooling ("Sentry is used for error monitoring", "the bug tracker") is no failure.
-_TOOLING = r"(?!\s+(monitoring|tracking|tracker|reporting|reporter|handling|handler|logging|alerting|budget)\b)"
+# A failure word naming a kind of tooling ("Sentry is used for error monitoring", "the bug tracker") is no
+# failure. Plurals are not failures either: "Always wrap errors with context" is a strategy.
+_TOOLING = r"(?![\s-]+(monitoring|tracking|tracker|reporting|reporter|handling|handler|logging|alerting|budget)\b)"
 CATEGORY_RULES = (
-    ("failure", re.compile(r"\b(fail(s|ed|ing)?|(failure|error|exception|bug)s?\b" + _TOOLING + "|"
-                           r"crash(es)?\b" + _TOOLING + r"|crashed|broke(n)?|breaks|"
+    ("failure", re.compile(r"\b(fail(s|ed|ing)?|(failure|error|exception|bug|crash)\b" + _TOOLING + "|"
+                           r"crashes|crashed|broke(n)?|breaks|"
                            r"traceback|timed? ?out|doesn'?t work|didn'?t work|regression|segfault)\b", re.I)),
     ("strategy", re.compile(r"\b(should|always|never|best (way|practice)|prefer to|make sure|remember to|"
                             r"to fix|workaround|approach|strategy|instead of|recommend(ed)?|rule of thumb|"
@@ -1295,6 +1298,17 @@ def names_in(text: str) -> set[str]:
 def numbers_in(text: str) -> set[str]:
     """The numbers a text names, each whole ("1.4.0", "8:45", "3"), which ``names_in`` leaves out."""
     return set(_NUMBER.findall(text))
+
+
+def checks_a_value(question: str) -> bool:
+    """Does the question check whether a value holds ("Is Python 3.11 still the default?", "Does Terraform 1.5
+    manage staging?", "Which release is the latest?") rather than ask about the thing a number names ("When
+    did version 1.4.0 ship?")? A yes/no question, or one that says still, anymore, now, latest or current."""
+    words = [w.lower() for w in re.findall(r"[\w']+", question)]
+    while words and words[0] in DISCOURSE_MARKERS:
+        words.pop(0)
+    yes_or_no = bool(words) and words[0] in QUESTION_OPENERS and words[0] not in WH_WORDS
+    return yes_or_no or bool(STILL_WORDS & set(words))
 
 
 def plain_words(text: str) -> set[str]:
@@ -1973,9 +1987,10 @@ def _misread_phrase_marks(old_doc, new_doc) -> tuple[set[str], set[str]]:
 
 
 def _compound_words(token) -> set[str]:
+    """Compounds only: an adjective may be a word of newness ("the *current* nightly backup")."""
     words = set()
     for child in token.children:
-        if child.dep_ in ("compound", "amod"):
+        if child.dep_ == "compound":
             words |= {child.lower_} | _compound_words(child)
     return words
 
@@ -2802,8 +2817,9 @@ class YourMemory:
             self._round_two(candidates, seeds, caller, top_k, now)
             ranked = sorted(candidates.values(), key=lambda c: -c["score"])
             rest = ranked[top_k:top_k + min((NEWER_FROM_REST_FACTOR - 1) * top_k, NEWER_FROM_REST_MAX)]
-            chosen = self._newer_values_first(ranked[:top_k], rest, names_in(query) | numbers_in(query),
-                                              plain_words(query), asked_kind(query))
+            asked_names = names_in(query) | (set() if checks_a_value(query) else numbers_in(query))
+            chosen = self._newer_values_first(ranked[:top_k], rest, asked_names, plain_words(query),
+                                              asked_kind(query))
             chosen = self._keep_restated(chosen, ranked)
             self._fill_similarity({c["id"]: c for c in chosen}, vector)  # one reached by the graph has none yet
             if not self.read_only:  # a read-only database is still searchable; it just cannot learn

@@ -299,6 +299,19 @@ def test_a_number_is_a_value_not_a_mark_of_the_topic(memory, clock):
     assert [m["id"] for m in top] == [newer["id"]]
 
 
+@pytest.mark.parametrize("question", [
+    "Is Python 3.11 still the default interpreter on the build servers?",
+    "Which is the default interpreter on the build servers now, Python 3.11?",
+])
+def test_a_question_checking_an_older_version_gets_the_newer_one_first(memory, clock, question):
+    """A version the question checks is a value, not the subject it asks about (a review found the guard for
+    "When did version 1.4.0 ship?" also kept 3.11 first here)."""
+    memory.store("Python 3.11 is the default interpreter on the build servers.")
+    clock.advance(seconds=60)
+    newer = memory.store("Python 3.12 is now the default interpreter on the build servers.")
+    assert [m["id"] for m in memory.recall(question, top_k=1)["memories"]] == [newer["id"]]
+
+
 def test_a_restated_memory_yields_to_every_newer_value_of_its_chain(memory, clock):
     """Bangalore, then Toronto, then Berlin: asked Bangalore's own words with room for two, both newer values
     come back, the newest first (a review found Berlin pushed out)."""
@@ -358,7 +371,7 @@ def test_a_memory_updated_with_a_new_value_counts_as_the_newer_one(memory, clock
     ("O'Brien's favourite editor is Vim.", "Bob's favourite editor is Emacs.", "Which editor does O'Brien like best?"),
     # Close too, but the question asks for Q3.
     ("The Q3 cloud budget is $40k.", "The Q4 cloud budget is $55k.", "What is the Q3 cloud budget?"),
-    # Two releases (cosine 0.9): the question names the older one's version, however it is written.
+    # Two releases (cosine 0.9): the question names the older one's version, with or without its "v".
     ("Version 1.4.0 shipped on March 3.", "Version 1.5.0 shipped on March 17.", "When did version 1.4.0 ship?"),
     ("Orion v1.4.0 was released on March 3.", "Orion v1.5.0 was released on March 17.", "When was 1.4.0 released?"),
     # The same subject, another value, but only at cosine 0.49: another fact about Acme.
