@@ -596,6 +596,14 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE memories ADD COLUMN parse BLOB;
     """,
+    # 9: when a memory's text was last written: by its store or import, or by an update that changed it.
+    # Newer-first orders facts by it (updated_at also moves on a reinforce). NULL: created_at (graph memories).
+    """
+    ALTER TABLE memories ADD COLUMN stated_at REAL;
+    UPDATE memories SET stated_at = max(created_at, coalesce((SELECT max(changed_at) FROM memory_history AS h
+                                                             WHERE h.memory_id = memories.id AND h.reason = 'updated'),
+                                                            created_at));
+    """,
 ]
 # The id of the next memory: one above any id ever used, so a forgotten memory's id never returns.
 NEXT_MEMORY_ID = "(SELECT value + 1 FROM id_high_water WHERE name = 'memories')"
@@ -2462,7 +2470,7 @@ MCP tools and CLI commands are thin layers over these methods.
 
 # A memory as export_memories writes it and import_memory reads it.
 MEMORY_RECORD_FIELDS = ("content", "category", "importance", "recall_count", "created_at", "updated_at",
-                        "last_accessed_at")
+                        "last_accessed_at", "stated_at")
 AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
 KEY_PREFIX = "ym_"
 INVALID_KEY = "invalid or revoked API key"
@@ -2510,13 +2518,10 @@ class Caller:
         return visibility in self.can_write and (visibility == "shared" or self.agent is not None)
 
 
-# stated_at: when the memory's text was last written, by its store or by an update (updated_at also moves
-# when it is reinforced). Newer-first orders facts by it: an updated memory states the latest value.
 MEMORY_COLUMNS = ("id, user_id, agent_id, visibility, source, content, category, importance, recall_count, "
                   "status, superseded_by, "
                   "created_at, updated_at, last_accessed_at, pruned_at, predicate, follows, parse, "
-                  "max(created_at, coalesce((SELECT max(changed_at) FROM memory_history AS h "
-                  "WHERE h.memory_id = memories.id AND h.reason = 'updated'), created_at)) AS stated_at")
+                  "coalesce(stated_at, created_at) AS stated_at")
 
 
 class _OpenLock:
@@ -2724,9 +2729,10 @@ class YourMemory:
     def _insert(self, new: dict, caller: Caller, vector, now: float, neighbours: list | None = None) -> int:
         memory_id = self.db.execute(
             f"""INSERT INTO memories (id, user_id, agent_id, visibility, content, category, importance, predicate,
-                                      token_count, created_at, updated_at, last_accessed_at, follows, parse)
+                                      token_count, created_at, updated_at, last_accessed_at, stated_at, follows,
+                                      parse)
                 VALUES ({NEXT_MEMORY_ID}, :user, :agent, :visibility, :content, :category, :importance, :predicate,
-                        :tokens, :now, :now, :now, :follows, :parse)""",
+                        :tokens, :now, :now, :now, :now, :follows, :parse)""",
             {"parse": None, **new, "user": caller.user, "agent": caller.agent, "now": now,
              "tokens": len(fts_terms(self.db, new["content"])),
              "follows": self._previous_store(caller, new["visibility"], now)}).lastrowid
@@ -3187,11 +3193,14 @@ class YourMemory:
                                                 f"{memory_id}` brings it back")
             self.db.execute("""INSERT INTO memory_history (memory_id, content, importance, reason, changed_at)
                                VALUES (?, ?, ?, 'updated', ?)""", (memory_id, row["content"], row["importance"], now))
-            self.db.execute(
-                """UPDATE memories SET content = ?, importance = coalesce(?, importance), predicate = ?, parse = ?,
-                                       token_count = ?, updated_at = ?, last_accessed_at = ? WHERE id = ?""",
-                (new_content, importance, predicate, parse_record(doc), len(fts_terms(self.db, new_content)), now, now,
-                 memory_id))
+            self.db.execute(  # a new text is a newer statement; the same text with another importance is not
+                """UPDATE memories SET content = :content, importance = coalesce(:importance, importance),
+                                       predicate = :predicate, parse = :parse, token_count = :tokens,
+                                       updated_at = :now, last_accessed_at = :now,
+                                       stated_at = CASE WHEN content = :content THEN stated_at ELSE :now END
+                   WHERE id = :id""",
+                {"content": new_content, "importance": importance, "predicate": predicate, "parse": parse_record(doc),
+                 "tokens": len(fts_terms(self.db, new_content)), "now": now, "id": memory_id})
             self.db.execute("UPDATE memory_vectors SET embedding = ? WHERE memory_id = ?",
                             (vector_blob(vector), memory_id))
             # Re-link: drop its own links and those from memories like it; one-way links from
@@ -3405,11 +3414,14 @@ class YourMemory:
         caller = self._caller(user_id, None)
         with self._lock:
             rows = self.db.execute(
-                f"""SELECT content, category, importance, recall_count, created_at, updated_at, last_accessed_at
+                f"""SELECT content, category, importance, recall_count, created_at, updated_at, last_accessed_at,
+                           coalesce(stated_at, created_at)
                     FROM memories AS m WHERE m.status = 'active' AND m.source = 'memory' AND {VISIBLE_TO_CALLER}
                     ORDER BY m.id""", caller.sql()).fetchall()
+        # stated_at only where an update wrote the text after its store (files stay readable by older versions)
         return [{"content": c, "category": k, "importance": i, "recall_count": n, "created_at": iso(t0),
-                 "updated_at": iso(t1), "last_accessed_at": iso(t2)} for c, k, i, n, t0, t1, t2 in rows]
+                 "updated_at": iso(t1), "last_accessed_at": iso(t2), **({"stated_at": iso(t3)} if t3 > t0 else {})}
+                for c, k, i, n, t0, t1, t2, t3 in rows]
 
     def import_memory(self, record: Any, *, user_id: str | None = None) -> int:
         """Restore one exported memory with its timestamps and recall count; 0 if already present."""
@@ -3423,7 +3435,7 @@ class YourMemory:
         if isinstance(recalls, bool) or not isinstance(recalls, int) or not 0 <= recalls <= 2**63 - 1:
             raise InvalidInput("recall_count", "must be a non-negative integer")
         times = {field: _check_time(record.get(field), field, self.clock())
-                 for field in ("created_at", "updated_at", "last_accessed_at")}
+                 for field in ("created_at", "updated_at", "last_accessed_at", "stated_at")}
         vector = self.embedder.embed_one(content)
         doc = parse(content)
         with self._lock, transaction(self.db):
@@ -3440,9 +3452,10 @@ class YourMemory:
             memory_id = self._insert(new, caller, vector, now, neighbours)
             created = times["created_at"] or now
             self.db.execute(
-                """UPDATE memories SET recall_count = ?, created_at = ?, updated_at = ?, last_accessed_at = ?
-                   WHERE id = ?""",
-                (recalls, created, times["updated_at"] or created, times["last_accessed_at"] or created, memory_id))
+                """UPDATE memories SET recall_count = ?, created_at = ?, updated_at = ?, last_accessed_at = ?,
+                                       stated_at = ? WHERE id = ?""",
+                (recalls, created, times["updated_at"] or created, times["last_accessed_at"] or created,
+                 max(created, times["stated_at"] or created), memory_id))
         return 1
 
     # -- callers: agents, keys, audit ----------------------------------------------

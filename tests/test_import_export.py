@@ -93,6 +93,23 @@ def test_export_import_export_is_byte_identical(tmp_path, store_at):
     assert exported.splitlines()[0] == OFFICIAL_FILE.splitlines()[0] and not exported.endswith("\n")
 
 
+def test_an_updated_memory_stays_the_newer_value_through_export_and_import(store_at, clock):
+    """The time an update wrote a memory's text travels with it (a review found Go 1.22 first after import)."""
+    source = store_at("source.db")
+    first = source.store("The CLI is built with Go 1.20.")
+    clock.advance(seconds=60)
+    source.store("CLI toolchain bumped to Go 1.22.")
+    clock.advance(seconds=60)
+    source.update(first["id"], "The CLI is built with Go 1.23.")
+    records = source.export_memories()
+    assert [("stated_at" in r) for r in records] == [True, False]  # only where an update wrote the text
+    target = store_at("target.db")
+    for record in records:
+        target.import_memory(record)
+    top = target.recall("Which Go version is the CLI built with?", top_k=2)["memories"]
+    assert [m["content"] for m in top] == ["The CLI is built with Go 1.23.", "CLI toolchain bumped to Go 1.22."]
+
+
 def test_the_official_server_loads_our_export_unchanged(tmp_path, store_at):
     source = tmp_path / "memory.jsonl"
     source.write_text(OFFICIAL_FILE, encoding="utf-8")

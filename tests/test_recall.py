@@ -362,6 +362,17 @@ def test_a_memory_updated_with_a_new_value_counts_as_the_newer_one(memory, clock
     assert [m["id"] for m in top] == [first["id"], second["id"]], top
 
 
+def test_an_update_that_keeps_the_text_does_not_make_a_memory_newer(memory, clock):
+    """Raising an old fact's importance restates nothing (a review found it moved Go 1.20 above Go 1.22)."""
+    first = memory.store("The CLI is built with Go 1.20.")
+    clock.advance(seconds=60)
+    second = memory.store("CLI toolchain bumped to Go 1.22.")
+    clock.advance(seconds=60)
+    memory.update(first["id"], "The CLI is built with Go 1.20.", importance=0.9)
+    top = memory.recall("Which Go version is the CLI built with?", top_k=2)["memories"]
+    assert [m["id"] for m in top] == [second["id"], first["id"]], top
+
+
 @pytest.mark.parametrize("old, new, query", [
     # What someone said stays a record of that moment; recall does not reorder quotes by age.
     ("Caroline: I live in Chicago", "Caroline: I am in Portland these days", "Where does Caroline live?"),

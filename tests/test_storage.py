@@ -32,6 +32,23 @@ def test_migrations_set_user_version_and_reopening_changes_nothing(db_path, embe
         assert memory.stats()["memories"]["active"] == 1
 
 
+def test_upgrading_keeps_an_updated_memory_the_newer_statement(db_path, clock, embedder):
+    """Migration 9 dates each memory's text by its store or its last update, from the update history."""
+    with YourMemory(db_path, user="ada", clock=clock, embedder=embedder) as memory:
+        first = memory.store("The CLI is built with Go 1.20.")["id"]
+        clock.advance(seconds=60)
+        second = memory.store("CLI toolchain bumped to Go 1.22.")["id"]
+        clock.advance(seconds=60)
+        memory.update(first, "The CLI is built with Go 1.23.")
+        memory.db.execute("ALTER TABLE memories DROP COLUMN stated_at")  # as version 8 left it
+        memory.db.execute("PRAGMA user_version = 8")
+    with YourMemory(db_path, user="ada", clock=clock, embedder=embedder) as memory:
+        stated = dict(memory.db.execute("SELECT id, stated_at - created_at FROM memories"))
+        assert stated == {first: 120, second: 0}
+        top = memory.recall("Which Go version is the CLI built with?", top_k=2)["memories"]
+        assert [m["id"] for m in top] == [first, second]
+
+
 def test_a_database_from_a_newer_version_is_refused_and_left_intact(db_path, embedder):
     with YourMemory(db_path, user="ada", embedder=embedder) as memory:
         memory.store("Data written before the downgrade")
