@@ -598,11 +598,16 @@ MIGRATIONS: list[str] = [
     """,
     # 9: when a memory's text was last written: by its store or import, or by an update that changed it.
     # Newer-first orders facts by it (updated_at also moves on a reinforce). NULL: created_at (graph memories).
+    # And a lesson's observations follow its error pattern's memory, one episode, as new lessons' do.
     """
     ALTER TABLE memories ADD COLUMN stated_at REAL;
     UPDATE memories SET stated_at = max(created_at, coalesce((SELECT max(changed_at) FROM memory_history AS h
                                                              WHERE h.memory_id = memories.id AND h.reason = 'updated'),
                                                             created_at));
+    UPDATE memories SET follows = (SELECT l.pattern_memory_id FROM observations AS o JOIN lessons AS l
+                                   ON l.entity_id = o.entity_id WHERE o.memory_id = memories.id)
+    WHERE follows IS NULL AND source = 'observation'
+      AND id IN (SELECT o.memory_id FROM observations AS o JOIN lessons AS l ON l.entity_id = o.entity_id);
     """,
 ]
 # The id of the next memory: one above any id ever used, so a forgotten memory's id never returns.
@@ -3813,8 +3818,11 @@ class KnowledgeGraph:
             ids = self._require_entities(caller.user, [item["entityName"] for item in items], "observations")
             for item in items:
                 name, added = item["entityName"], []
+                pattern = self.db.execute("SELECT pattern_memory_id FROM lessons WHERE entity_id = ?",
+                                          (ids[name],)).fetchone()  # a lesson's observations follow its error
                 for text in item["contents"]:
-                    if self._observe(ids[name], name, text, vectors[(name, text)], caller, now):
+                    if self._observe(ids[name], name, text, vectors[(name, text)], caller, now,
+                                     follows=pattern[0] if pattern else None):
                         added.append(text)
                 results.append({"entityName": name, "addedObservations": added})
         return {"results": results}
@@ -3961,25 +3969,29 @@ class KnowledgeGraph:
         vectors = self.memory.embedder.embed([memory_text(label, text) for label, text in pairs]) if pairs else []
         return dict(zip(pairs, vectors))
 
-    def _observe(self, entity_id: int, label: str | None, text: str, vector, caller: Caller, now: float) -> bool:
-        """Add one observation (and its memory) unless the entity already has it."""
+    def _observe(self, entity_id: int, label: str | None, text: str, vector, caller: Caller, now: float,
+                 follows: int | None = None) -> bool:
+        """Add one observation (and its memory) unless the entity already has it. ``follows``: see ``_remember``."""
         if self.db.execute("SELECT 1 FROM observations WHERE entity_id = ? AND content = ?",
                            (entity_id, text)).fetchone():
             return False
-        memory_id = self._remember(label, text, vector, caller, now)
+        memory_id = self._remember(label, text, vector, caller, now, follows)
         self.db.execute("INSERT INTO observations (entity_id, content, memory_id) VALUES (?, ?, ?)",
                         (entity_id, text, memory_id))
         return True
 
-    def _remember(self, label: str | None, text: str, vector, caller: Caller, now: float) -> int:
-        """The memory behind a piece of the graph, in the graph's own vector scope."""
+    def _remember(self, label: str | None, text: str, vector, caller: Caller, now: float,
+                  follows: int | None = None) -> int:
+        """The memory behind a piece of the graph, in the graph's own vector scope. ``follows``: the memory it
+        was written with, as one episode (a lesson's observations follow its error pattern, so recalling the
+        error brings the fix along)."""
         content = memory_text(label, text)
         memory_id = self.db.execute(
             f"""INSERT INTO memories (id, user_id, agent_id, visibility, source, content, category, importance,
-                                      token_count, created_at, updated_at, last_accessed_at)
-                VALUES ({NEXT_MEMORY_ID}, ?, ?, 'shared', 'observation', ?, 'fact', ?, ?, ?, ?, ?)""",
+                                      token_count, created_at, updated_at, last_accessed_at, follows)
+                VALUES ({NEXT_MEMORY_ID}, ?, ?, 'shared', 'observation', ?, 'fact', ?, ?, ?, ?, ?, ?)""",
             (caller.user, caller.agent, content, OBSERVATION_IMPORTANCE, len(fts_terms(self.db, content)),
-             now, now, now)).lastrowid
+             now, now, now, follows)).lastrowid
         self.db.execute("INSERT INTO memory_vectors (memory_id, embedding, scope, active) VALUES (?, ?, ?, 1)",
                         (memory_id, vector_blob(vector), caller.graph_scope))
         self.memory._audit(caller, "store", memory_id, now, "knowledge graph")
@@ -4175,9 +4187,9 @@ class Lessons:
                 entity_id = self.db.execute(
                     "INSERT INTO entities (user_id, name, entity_type, created_at) VALUES (?, ?, 'lesson', ?)",
                     (caller.user, lesson["name"], now)).lastrowid
-            for text in lesson["observations"]:
-                self.graph._observe(entity_id, None, text, vectors[(None, text)], caller, now)
             pattern_memory = self.graph._remember(None, _pattern_text(pattern), vectors[texts[0]], caller, now)
+            for text in lesson["observations"]:
+                self.graph._observe(entity_id, None, text, vectors[(None, text)], caller, now, follows=pattern_memory)
             self.db.execute(
                 """INSERT INTO lessons (entity_id, error_type, error_message, error_context, stack_trace,
                                         pattern_memory_id, metadata, verification_steps, created_at, updated_at)

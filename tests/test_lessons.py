@@ -419,3 +419,41 @@ def test_changing_a_lessons_error_pattern_memory_points_to_the_lesson_tools(memo
         with pytest.raises(InvalidInput, match="memory_id: .*error pattern of lesson 'postgres-connection-refused'; "
                                                "delete_entities removes the lesson"):
             change()
+
+
+FIX_WORDED_APART = make_lesson(
+    "pydantic-v2-config", "PydanticUserError", '"Config" and "model_config" cannot be used together',
+    "settings module startup",
+    ["Resolved by deleting the legacy inner options block and moving its keys into a ConfigDict assigned once "
+     "per class"], "pytest tests/test_settings.py", "passed")
+NEIGHBOURS = ["The API is written in FastAPI with pydantic models", "The settings module loads .env files at startup",
+              "Startup fails fast when DATABASE_URL is missing", "We validate request bodies with pydantic v2 models",
+              "The settings module reads environment variables with pydantic-settings",
+              "Config for staging lives in config/staging.toml", "The worker reads its config from the same settings module",
+              "Model serialisation uses model_dump, not dict()", "CI runs mypy in strict mode on the settings package"]
+
+
+def test_recalling_an_error_brings_its_lessons_fix_along(memory):
+    """The fix shares few words with the error; it is recalled with it as one episode (the twelfth session's
+    user-style test found recall_memory on an error's text returning the pattern without its fix)."""
+    for text in NEIGHBOURS:
+        memory.store(text)
+    memory.lessons.create_lesson(copy.deepcopy(FIX_WORDED_APART))
+    found = [m["content"] for m in memory.recall('PydanticUserError: "Config" and "model_config" cannot be used '
+                                                 'together', top_k=3)["memories"]]
+    assert found[0].startswith("PydanticUserError") and FIX_WORDED_APART["observations"][0] in found, found
+
+
+def test_a_lesson_written_before_episodes_gets_its_fix_linked_on_upgrade(db_path, clock, embedder):
+    from yourmemory import YourMemory
+    with YourMemory(db_path, clock=clock, embedder=embedder) as memory:
+        memory.lessons.create_lesson(copy.deepcopy(FIX_WORDED_APART))
+        memory.lessons.create_lesson(copy.deepcopy(PG))
+        memory.graph.add_observations([{"entityName": PG["name"], "contents": ["Restarting the container helps too"]}])
+        expected = dict(memory.db.execute("SELECT id, follows FROM memories WHERE source = 'observation'"))
+        assert sum(follows is not None for follows in expected.values()) == 4  # every observation, none of the patterns
+        memory.db.execute("UPDATE memories SET follows = NULL")
+        memory.db.execute("ALTER TABLE memories DROP COLUMN stated_at")  # as version 8 left it
+        memory.db.execute("PRAGMA user_version = 8")
+    with YourMemory(db_path, clock=clock, embedder=embedder) as memory:
+        assert dict(memory.db.execute("SELECT id, follows FROM memories WHERE source = 'observation'")) == expected
