@@ -1766,6 +1766,8 @@ def _new_value_of_same_fact(old_doc, new_doc, *, same_subject: bool) -> bool:
         return False  # "Version 1.5.0 shipped on March 17" is another release than "Version 1.4.0 shipped ..."
     if subject is None and _rival_marks(*_misread_phrase_marks(old_doc, new_doc)):
         return False  # "svc-delta runs on port 8004" is another service than "svc-gamma runs on port 8003"
+    if _rival_phrases(old_doc, new_doc):
+        return False  # "The refresh token lifetime" is another lifetime than "The JWT access token lifetime"
     old_values, new_values = value_words(old_doc) - new_words, value_words(new_doc) - old_words
     new_values -= NEWNESS_WORDS  # "The current release is v2.3.0" gives no value "current"
     if not same_subject and not old_values and new_values:
@@ -1997,6 +1999,35 @@ def _misread_phrase_marks(old_doc, new_doc) -> tuple[set[str], set[str]]:
     if any(h is None or h.pos_ not in ("NOUN", "PROPN") for h in heads) or heads[0].lemma_ != heads[1].lemma_:
         return set(), set()
     return _compound_words(heads[0]), _compound_words(heads[1])
+
+
+def _rival_phrases(old_doc, new_doc) -> bool:
+    """Do the words before the two main verbs end in the same noun, each with words of its own? "The JWT access
+    token lifetime" and "The refresh token lifetime"; "The production Redis host" and "The production database
+    host". The parse's subject marks miss these where the small model reads a modifier as an adjective or the
+    first noun as the subject; the words themselves do not depend on the parse's shape."""
+    old, new = _words_before_verb(old_doc), _words_before_verb(new_doc)
+    if not old or not new or old[-1] != new[-1]:
+        return False
+    return _rival_marks(set(old), set(new))
+
+
+def _words_before_verb(doc) -> list[str]:
+    """The content words of the first sentence before its main verb: what the sentence is about, however the
+    small model tagged them ("refresh" and "token" as adjectives), after any opening clause."""
+    sentence = next(iter(doc.sents), None)
+    if sentence is None:
+        return []
+    words = []
+    for t in sentence:
+        if t.i >= sentence.root.i:
+            break
+        if t.text in (",", ";", ":", "—", "–"):
+            words = []  # an opening clause ("Since the office refit, the book club meets ...") is not the subject
+        elif (t.pos_ in ("NOUN", "PROPN", "ADJ") and not t.is_stop and t.lower_ not in NEWNESS_WORDS
+              and not _has_digit(t)):
+            words.append(t.lemma_.lower())
+    return words
 
 
 def _compound_words(token) -> set[str]:

@@ -429,6 +429,11 @@ def test_a_change_of_someone_else_or_of_another_value_supersedes_nothing(memory,
     # Two services, two backups: the small model reads "runs" as a noun, so neither sentence has a subject.
     ("svc-gamma runs on port 8003", "svc-delta runs on port 8004"),
     ("The staging-db backup runs at 02:00", "The prod-db backup runs at 03:00"),
+    # The same noun, other words before it (the small model reads "refresh token" as adjectives, "access" as
+    # the subject): another lifetime, another host.
+    ("The JWT access token lifetime is 15 minutes.", "The refresh token lifetime is now 14 days."),
+    ("The production Redis host is redis-prod.lumen.internal.",
+     "The production database host is now db-prod-b.lumen.internal."),
 ])
 def test_a_routine_another_relation_or_a_change_of_something_unmentioned_supersedes_nothing(memory, old, new):
     memory.store(old)
