@@ -1768,6 +1768,9 @@ def _new_value_of_same_fact(old_doc, new_doc, *, same_subject: bool) -> bool:
         return False  # "svc-delta runs on port 8004" is another service than "svc-gamma runs on port 8003"
     if _rival_phrases(old_doc, new_doc):
         return False  # "The refresh token lifetime" is another lifetime than "The JWT access token lifetime"
+    if (_describes_someone(old_doc) and _holding(new_doc) is not None
+            or _describes_someone(new_doc) and _holding(old_doc) is not None):
+        return False  # "Marco Rossi now owns the billing module" leaves him the backend lead
     old_values, new_values = value_words(old_doc) - new_words, value_words(new_doc) - old_words
     new_values -= NEWNESS_WORDS  # "The current release is v2.3.0" gives no value "current"
     if not same_subject and not old_values and new_values:
@@ -1999,6 +2002,18 @@ def _misread_phrase_marks(old_doc, new_doc) -> tuple[set[str], set[str]]:
     if any(h is None or h.pos_ not in ("NOUN", "PROPN") for h in heads) or heads[0].lemma_ != heads[1].lemma_:
         return set(), set()
     return _compound_words(heads[0]), _compound_words(heads[1])
+
+
+def _describes_someone(doc) -> bool:
+    """"Marco Rossi is the backend lead", "Aisha Khan is the DevOps engineer": a name said to be something. What
+    the person holds ("Marco Rossi now owns the billing module") is a fact about the thing held, not a new value
+    of this one."""
+    sentence = next(iter(doc.sents), None)
+    if sentence is None or sentence.root.lemma_.lower() != "be":
+        return False
+    children = {c.dep_: c for c in sentence.root.children}
+    return ("nsubj" in children and children["nsubj"].pos_ == "PROPN" and "attr" in children
+            and children["attr"].pos_ == "NOUN")
 
 
 def _rival_phrases(old_doc, new_doc) -> bool:

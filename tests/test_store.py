@@ -319,6 +319,17 @@ def test_a_named_replacement_leaves_a_routine_a_fact_about_the_thing_and_a_quote
     assert memory.store(new)["action"] == "store"
     assert memory.get(first["id"])["status"] == "active"
 
+def test_a_new_holder_of_a_thing_replaces_its_old_holder_not_the_new_holders_role(memory, clock):
+    """The nearest memory, Aisha's role, had been the one replaced (a user-style test); Tom's ownership stayed."""
+    tom = memory.store("Tom Becker owns the infrastructure and Terraform code.")
+    clock.advance(seconds=60)
+    role = memory.store("Aisha Khan is the DevOps engineer on the platform team.")
+    clock.advance(seconds=60)
+    new = memory.store("Aisha Khan now owns the infrastructure and Terraform code.")
+    assert new["action"] == "supersede" and new["supersededId"] == tom["id"], new
+    assert memory.get(role["id"])["status"] == "active"
+
+
 def test_a_new_holder_of_another_role_does_not_supersede(memory):
     memory.store("Tom Becker is the product manager.")
     assert memory.store("Aisha Khan is the new product manager for the mobile app.")["action"] == "store"
@@ -434,6 +445,9 @@ def test_a_change_of_someone_else_or_of_another_value_supersedes_nothing(memory,
     ("The JWT access token lifetime is 15 minutes.", "The refresh token lifetime is now 14 days."),
     ("The production Redis host is redis-prod.lumen.internal.",
      "The production database host is now db-prod-b.lumen.internal."),
+    # What someone now holds is a fact about the thing held, not a new value of what the person is.
+    ("Marco Rossi is the backend lead.", "Marco Rossi now owns the billing module."),
+    ("Aisha Khan is the DevOps engineer on the platform team.", "Aisha Khan now owns the infrastructure code."),
 ])
 def test_a_routine_another_relation_or_a_change_of_something_unmentioned_supersedes_nothing(memory, old, new):
     memory.store(old)
