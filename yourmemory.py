@@ -4235,7 +4235,12 @@ class Lessons:
                     (caller.user, lesson["name"], now)).lastrowid
             pattern_memory = self.graph._remember(None, _pattern_text(pattern), vectors[texts[0]], caller, now)
             for text in lesson["observations"]:
-                self.graph._observe(entity_id, None, text, vectors[(None, text)], caller, now, follows=pattern_memory)
+                self.graph._observe(entity_id, None, text, vectors[(None, text)], caller, now)
+            # The observations follow the error pattern, one episode (also those an import read first, as a plain
+            # entity's): recalling the error brings the fix.
+            self.db.execute("""UPDATE memories SET follows = ? WHERE follows IS NULL
+                               AND id IN (SELECT memory_id FROM observations WHERE entity_id = ?)""",
+                            (pattern_memory, entity_id))
             self.db.execute(
                 """INSERT INTO lessons (entity_id, error_type, error_message, error_context, stack_trace,
                                         pattern_memory_id, metadata, verification_steps, created_at, updated_at)

@@ -146,6 +146,10 @@ def test_a_lesson_keeps_its_details_when_its_plain_entity_line_came_first(tmp_pa
     assert lesson["verificationSteps"] == LESSON["verificationSteps"]
     assert lesson["observations"] == ["Start Postgres first", "Seen on CI too"]
     assert lesson["metadata"]["frequency"] == 4
+    # its observations follow its error pattern, as a lesson created whole does (recalled with the error)
+    pattern = memory.db.execute("SELECT pattern_memory_id FROM lessons").fetchone()[0]
+    assert {f for (f,) in memory.db.execute("SELECT m.follows FROM observations AS o JOIN memories AS m "
+                                            "ON m.id = o.memory_id")} == {pattern}
     assert import_files(memory, files)["lessons"] == 0  # and again: nothing more
 
 
