@@ -175,13 +175,13 @@ class Text(Kind):
     string unless ``blank_ok``. ``question`` marks text that store_memory refuses if it reads as a question."""
 
     def __init__(self, limit: int, *, blank_ok: bool = False, nullable: bool = False, question: bool = False,
-                 pool=STATEMENTS, user: bool = False):
+                 pool=STATEMENTS, user: bool = False, empty_ok: bool = False):
         self.limit, self.blank_ok, self.nullable, self.question = limit, blank_ok, nullable, question
-        self.pool, self.user = pool, user
+        self.pool, self.user, self.empty_ok = pool, user, empty_ok  # empty_ok: "" is valid, "  " is not
 
     def judge(self, text: str) -> Gen:
         bad = ("\x00" in text or any("\ud800" <= c <= "\udfff" for c in text) or len(text) > self.limit
-               or (not self.blank_ok and not text.strip())
+               or (not self.blank_ok and not text.strip() and not (self.empty_ok and text == ""))
                or (self.user and any(ord(c) < 32 for c in text)))
         return Gen(text, [()] if bad else [], risky=self.question and not bad)
 
@@ -494,13 +494,16 @@ def tool_specs(seed: Seed) -> dict[str, tuple[dict[str, Kind], set[str]]]:
            "api_key": ApiKey(seed.keys)}
     relation = Obj({"from": known, "to": known, "relationType": name})
     loose_relation = Obj({"from": name, "to": name, "relationType": name})
-    error_pattern = Obj({"type": name, "message": name, "context": name}, {"stackTrace": Text(MAX_CONTENT)})
+    # An error's type is a name; its message and context are text, as a memory (real messages run long).
+    error_text = Text(MAX_CONTENT, pool=["deploy timed out after 300s", "No space left on device", "CI runner"])
+    error_pattern = Obj({"type": name, "message": error_text, "context": error_text},
+                        {"stackTrace": Text(MAX_CONTENT)})
     lesson = Obj({
         "name": Ref(name, seed.lesson_names + ["Ada", "brand-new-lesson"]),
         "entityType": Choice(["lesson"]),
         "observations": ListOf(observation),
         "errorPattern": error_pattern,
-        "verificationSteps": ListOf(Obj({"command": name, "expectedOutput": name,
+        "verificationSteps": ListOf(Obj({"command": error_text, "expectedOutput": Text(MAX_CONTENT, empty_ok=True),
                                          "successIndicators": ListOf(observation)}), max_size=2),
     }, {"metadata": Obj({}, {"severity": Choice(yourmemory.SEVERITIES), "environment": AnyObject()}, open=True)})
     limit = Integer(1, MAX_TOP_K)
