@@ -262,16 +262,23 @@ def test_a_new_holder_of_the_same_thing_supersedes_the_old_holder(memory, old, n
     assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
 
 
-def test_a_new_holder_replaces_the_old_holder_not_another_fact_about_the_thing(memory, clock):
-    """Found in realistic use: "Dev now owns the billing module" superseded "The billing module talks to Stripe
-    through a thin adapter" and left "Maya owns the billing module" live."""
-    holder = memory.store("Maya owns the billing module.")
+@pytest.mark.parametrize("holder, nearer, new", [
+    # Found in realistic use: the nearer fact about the thing was superseded and Maya's ownership left live.
+    ("Maya owns the billing module.", "The billing module talks to Stripe through a thin adapter.",
+     "Dev now owns the billing module."),
+    # And the new holder's own role (a user-style test, thirteenth session): Tom's ownership stayed live.
+    ("Tom Becker owns the infrastructure and Terraform code.",
+     "Aisha Khan is the DevOps engineer on the platform team.",
+     "Aisha Khan now owns the infrastructure and Terraform code."),
+])
+def test_a_new_holder_replaces_the_old_holder_not_another_fact_nearer_to_it(memory, clock, holder, nearer, new):
+    old = memory.store(holder)
     clock.advance(seconds=60)
-    adapter = memory.store("The billing module talks to Stripe through a thin adapter.")
+    other = memory.store(nearer)
     clock.advance(seconds=60)
-    new = memory.store("Dev now owns the billing module.")
-    assert new["action"] == "supersede" and new["supersededId"] == holder["id"], new
-    assert memory.get(adapter["id"])["status"] == "active"
+    stored = memory.store(new)
+    assert stored["action"] == "supersede" and stored["supersededId"] == old["id"], stored
+    assert memory.get(other["id"])["status"] == "active"
 
 
 def test_a_holder_of_another_thing_is_kept(memory):
@@ -318,16 +325,6 @@ def test_a_named_replacement_leaves_a_routine_a_fact_about_the_thing_and_a_quote
     first = memory.store(old)
     assert memory.store(new)["action"] == "store"
     assert memory.get(first["id"])["status"] == "active"
-
-def test_a_new_holder_of_a_thing_replaces_its_old_holder_not_the_new_holders_role(memory, clock):
-    """The nearest memory, Aisha's role, had been the one replaced (a user-style test); Tom's ownership stayed."""
-    tom = memory.store("Tom Becker owns the infrastructure and Terraform code.")
-    clock.advance(seconds=60)
-    role = memory.store("Aisha Khan is the DevOps engineer on the platform team.")
-    clock.advance(seconds=60)
-    new = memory.store("Aisha Khan now owns the infrastructure and Terraform code.")
-    assert new["action"] == "supersede" and new["supersededId"] == tom["id"], new
-    assert memory.get(role["id"])["status"] == "active"
 
 
 def test_a_new_holder_of_another_role_does_not_supersede(memory):
