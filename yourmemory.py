@@ -1764,8 +1764,6 @@ def _new_value_of_same_fact(old_doc, new_doc, *, same_subject: bool) -> bool:
         return False  # "the Q4 budget" is not "the Q3 budget"; "bug #4313" is not "bug #4312"
     if _rival_marks(_subject_numbers(old_doc), _subject_numbers(new_doc)):
         return False  # "Version 1.5.0 shipped on March 17" is another release than "Version 1.4.0 shipped ..."
-    if subject is None and _rival_marks(*_misread_phrase_marks(old_doc, new_doc)):
-        return False  # "svc-delta runs on port 8004" is another service than "svc-gamma runs on port 8003"
     if _rival_phrases(old_doc, new_doc):
         return False  # "The refresh token lifetime" is another lifetime than "The JWT access token lifetime"
     if (_describes_someone(old_doc) and _holding(new_doc) is not None
@@ -1994,16 +1992,6 @@ def _subject_numbers(doc) -> set[str]:
     return {t.lower_ for t in subject.subtree if _has_digit(t)} if subject is not None else set()
 
 
-def _misread_phrase_marks(old_doc, new_doc) -> tuple[set[str], set[str]]:
-    """Where the small model read both sentences as one noun phrase with the same head ("svc-gamma runs on
-    port 8003": "runs" as a noun, so neither has a subject), the words each head is compounded from ("svc",
-    "gamma"), which name what the sentence is about; its prepositions hold the value ("port 8003")."""
-    heads = [next(iter(doc.sents)).root if len(doc) else None for doc in (old_doc, new_doc)]
-    if any(h is None or h.pos_ not in ("NOUN", "PROPN") for h in heads) or heads[0].lemma_ != heads[1].lemma_:
-        return set(), set()
-    return _compound_words(heads[0]), _compound_words(heads[1])
-
-
 def _describes_someone(doc) -> bool:
     """"Marco Rossi is the backend lead", "Aisha Khan is the DevOps engineer": a name said to be something. What
     the person holds ("Marco Rossi now owns the billing module") is a fact about the thing held, not a new value
@@ -2020,11 +2008,18 @@ def _rival_phrases(old_doc, new_doc) -> bool:
     """Do the words before the two main verbs end in the same noun, each with words of its own? "The JWT access
     token lifetime" and "The refresh token lifetime"; "The production Redis host" and "The production database
     host". The parse's subject marks miss these where the small model reads a modifier as an adjective or the
-    first noun as the subject; the words themselves do not depend on the parse's shape."""
+    first noun as the subject; the words themselves do not depend on the parse's shape. Where it read both
+    sentences as one noun phrase with the same head ("svc-gamma runs on port 8003": "runs" as a noun), the
+    words before that head name the thing ("svc", "gamma"), whatever they end in."""
     old, new = _words_before_verb(old_doc), _words_before_verb(new_doc)
-    if not old or not new or old[-1] != new[-1]:
+    if not old or not new or (old[-1] != new[-1] and not _same_misread_head(old_doc, new_doc)):
         return False
     return _rival_marks(set(old), set(new))
+
+
+def _same_misread_head(old_doc, new_doc) -> bool:
+    heads = [next(iter(doc.sents)).root for doc in (old_doc, new_doc)]
+    return all(h.pos_ in ("NOUN", "PROPN") for h in heads) and heads[0].lemma_ == heads[1].lemma_
 
 
 def _words_before_verb(doc) -> list[str]:
@@ -2042,15 +2037,6 @@ def _words_before_verb(doc) -> list[str]:
         elif (t.pos_ in ("NOUN", "PROPN", "ADJ") and not t.is_stop and t.lower_ not in NEWNESS_WORDS
               and not _has_digit(t)):
             words.append(t.lemma_.lower())
-    return words
-
-
-def _compound_words(token) -> set[str]:
-    """Compounds only: an adjective may be a word of newness ("the *current* nightly backup")."""
-    words = set()
-    for child in token.children:
-        if child.dep_ == "compound":
-            words |= {child.lower_} | _compound_words(child)
     return words
 
 

@@ -287,7 +287,6 @@ def test_a_holder_of_another_thing_is_kept(memory):
     assert memory.get(first["id"])["status"] == "active"
 
 
-
 @pytest.mark.parametrize("old, new", [
     # Cosine 0.36 and 0.42: worded too far apart for any other rule, which starts at 0.45.
     ("Monitoring is done with Datadog.", "We replaced Datadog with Grafana and Prometheus to cut costs."),
