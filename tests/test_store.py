@@ -385,6 +385,52 @@ def test_a_near_identical_statement_with_another_value_supersedes_unannounced(me
 
 
 @pytest.mark.parametrize("old, new", [
+    ("The user's sister lives in Porto.", "The user's sister is based in Braga."),  # cosine 0.73
+    ("The user's cousin lives in Toronto.", "The user's cousin has an apartment in Montreal."),  # 0.78
+    ("The monthly all-hands is on the first Thursday.", "The monthly all-hands happens on the last Tuesday."),
+])
+def test_a_less_similar_restatement_supersedes_when_its_value_is_of_the_same_kind(memory, old, new):
+    """Below the near-identical restatement's cosine (0.8), the values the two texts do not share, embedded
+    alone, must be alike: two cities, two days."""
+    first = memory.store(old)
+    second = memory.store(new)
+    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
+
+
+@pytest.mark.parametrize("old, new", [
+    ("Eli lives in Chicago", "Eli is in Portland these days"),
+    ("Ruth lives in Dublin.", "Ruth has moved to Cork."),
+])
+def test_an_announced_change_with_no_word_in_common_supersedes_when_its_value_is_of_the_same_kind(memory, old, new):
+    """The same person, a change said ("these days", "moved"), and two cities: no topic word is shared."""
+    first = memory.store(old)
+    second = memory.store(new)
+    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
+
+
+@pytest.mark.parametrize("old, new", [
+    ("Dana is a senior engineer.", "Dana joined Meta."),  # a job title, an employer
+    ("Ruth lives in Dublin.", "Ruth moved her savings to a new bank."),
+])
+def test_an_announced_change_of_another_kind_of_value_supersedes_nothing(memory, old, new):
+    first = memory.store(old)
+    second = memory.store(new)
+    assert second["action"] == "store", second
+    assert memory.get(first["id"])["status"] == "active"
+
+
+@pytest.mark.parametrize("old, new", [
+    ("The partner API will be a REST API.", "The partner API will require signed requests."),  # values unalike
+    ("I live in Lyon.", "I grew up in Nantes."),  # two cities, but the new text tells the past
+])
+def test_a_less_similar_statement_with_a_value_of_another_kind_or_time_supersedes_nothing(memory, old, new):
+    first = memory.store(old)
+    second = memory.store(new)
+    assert second["action"] == "store", second
+    assert memory.get(first["id"])["status"] == "active"
+
+
+@pytest.mark.parametrize("old, new", [
     ("svc-gamma runs on port 8003", "svc-gamma runs on port 9003"),
     ("The staging-db backup runs at 02:00", "The staging-db backup runs at 04:00"),
     ("Current nightly backup runs at 02:00", "New nightly backup runs at 04:00"),  # newness is no mark
