@@ -132,18 +132,22 @@ def bm25_parameters(c, b, s, *, rescored, k1, length_weight, **_):
     return smoothed(hybrid(c, rescored(k1, length_weight), 0.6), s, 0.5, 2)
 
 
-def questions_answered(c, b, s, *, asks, discount, answer_share, **_):
+def questions_answered(c, b, s, *, asks, discount, answer_share, vectors=None, gate=None, **_):
     """A question is not an answer: a turn's own relevance is cut by ``discount`` times the share of it that
     asks, and the next turn of the session takes 0.5 + ``answer_share`` times that share of the question's
-    relevance (instead of 0.5) as its context."""
+    relevance (instead of 0.5) as its context. ``gate``: the share also scaled by the two turns' own cosine
+    over ``gate`` (at most 1), so that unrelated memories stored in one burst lend each other nothing."""
     relevance, sessions, n = hybrid(c, b, 0.6), np.asarray(s), len(c)
     best = np.zeros(n)
     for offset in (1, 2):
         same = sessions[offset:] == sessions[:-offset]
+        if gate:
+            pair = np.clip(np.sum(vectors[offset:] * vectors[:-offset], axis=1) / gate, 0.0, 1.0)
+            same = np.where(same, pair, 0.0)
         from_before = 0.5 + (answer_share * asks[:-offset] if offset == 1 else 0.0)
         before, after = np.zeros(n), np.zeros(n)
-        before[offset:] = np.where(same, from_before * relevance[:-offset], 0.0)
-        after[:-offset] = np.where(same, 0.5 * relevance[offset:], 0.0)
+        before[offset:] = same * from_before * relevance[:-offset]
+        after[:-offset] = same * 0.5 * relevance[offset:]
         best = np.maximum(best, np.maximum(before, after))
     return relevance * (1 - discount * asks) + best
 
@@ -209,7 +213,7 @@ def typical_discounted(c, b, s, *, vectors, asks, penalty, centre="signs", **kw)
         closeness = vectors @ (direction / np.linalg.norm(direction))
     candidates = np.union1d(np.argsort(-c)[:40], np.argsort(-b)[:40])
     return questions_answered(c - penalty * (closeness - closeness[candidates].mean()), b, s, asks=asks,
-                              discount=0.5, answer_share=0.4)
+                              discount=0.5, answer_share=0.4, vectors=vectors, gate=kw.get("gate"))
 
 
 def diverse_by_meaning(c, b, s, *, vectors, asks, penalty, **kw):
@@ -309,6 +313,15 @@ for penalty in (0.1, 0.2, 0.3, 0.4):
     VARIANTS[f"typical {penalty:g} signs"] = functools.partial(typical_discounted, penalty=penalty)
 for penalty, centre in [(0.2, "mean"), (0.3, "mean"), (0.4, "neighbours"), (0.6, "neighbours")]:
     VARIANTS[f"typical {penalty:g} {centre}"] = functools.partial(typical_discounted, penalty=penalty, centre=centre)
+
+for gate in (0.1, 0.2, 0.3, 0.4):
+    VARIANTS[f"typical 0.2 + context gated by the pair's cosine / {gate:g}"] = functools.partial(
+        typical_discounted, penalty=0.2, gate=gate)
+for gate in (0.2, 0.3):
+    VARIANTS[f"typical 0.2 + context gated by the pair's cosine / {gate:g} across sessions"] = (
+        lambda c, b, s, gate=gate, **kw: typical_discounted(c, b, ALL_ONE_SESSION(s), penalty=0.2, gate=gate, **kw))
+VARIANTS["typical 0.2 signs across sessions"] = (
+    lambda c, b, s, **kw: typical_discounted(c, b, ALL_ONE_SESSION(s), penalty=0.2, **kw))
 
 for penalty in (0.02, 0.05, 0.1):
     VARIANTS[f"typical 0.2 + diversity {penalty:g}"] = functools.partial(diverse_by_meaning, penalty=penalty)
