@@ -432,6 +432,10 @@ def test_an_announced_change_of_another_kind_of_value_or_person_supersedes_nothi
     ("Maria was born in Madrid.", "Maria lives in Barcelona."),
     ("The user's son is allergic to peanuts.", "The user's son has a shellfish allergy."),  # several at once
     ("The user's daughter plays the violin.", "The user's daughter is learning the cello."),
+    ("The user likes Thai food.", "The user likes Mexican food."),  # tastes add up
+    ("Maria lives in Lisbon.", "Maria now works in Porto."),  # another relation: where she works
+    ("Lena lives in Vienna.", "Lena is staying in Graz these days while her flat is renovated."),
+    ("Ben lives in Austin.", "Ben has moved his company's office to Dallas."),  # his office moved, not Ben
 ])
 def test_a_less_similar_statement_with_a_value_of_another_kind_or_time_supersedes_nothing(memory, old, new):
     first = memory.store(old)
