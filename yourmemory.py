@@ -3000,11 +3000,11 @@ class YourMemory:
         in the same way, and the last result makes room: an old value recalled brings its successor.
 
         Store supersedes only what it is sure of (an announced change among its nearest neighbours at
-        cosine >= 0.45, a near-identical restatement). The same subject given another value by a merely
-        related text that says it changed ("Eli is at his sister's place these days" after "Eli lives in Chicago"),
-        an announced change a little less similar ("Plant watering moved to Priya"), or a fact that says
-        nearly the same (cosine >= 0.6) is not enough to hide the older memory, but enough to rank the
-        newer one first.
+        cosine >= 0.45, a near-identical restatement, a similar one with a value of the same kind). The same
+        subject given another value by a merely related text that says it changed ("Eli is at his sister's
+        place these days" after "Eli lives in Chicago"), an announced change a little less similar ("Plant
+        watering moved to Priya"), or a fact that says nearly the same (cosine >= 0.6) is not enough to hide
+        the older memory, but enough to rank the newer one first.
         ``asked_names``: the names and marks in the question (``names_in``); ``asked_words``: all its words
         (``plain_words``). Quoted utterances are records
         of what was said and keep their order.
