@@ -437,7 +437,9 @@ def test_an_announced_change_of_another_kind_of_value_or_person_supersedes_nothi
     ("Lena lives in Vienna.", "Lena is staying in Graz these days while her flat is renovated."),
     ("Ben lives in Austin.", "Ben has moved his company's office to Dallas."),  # his office moved, not Ben
 ])
-def test_a_less_similar_statement_with_a_value_of_another_kind_or_time_supersedes_nothing(memory, old, new):
+def test_a_less_similar_statement_of_another_kind_time_or_relation_supersedes_nothing(memory, old, new):
+    """Each of these passes the subject and value tests and most have values of one kind; what they tell is
+    another kind of value, a past or an origin, a relation of several values, or another relation."""
     first = memory.store(old)
     second = memory.store(new)
     assert second["action"] == "store", second
