@@ -2237,15 +2237,16 @@ def _kindred_change(old_doc, new_doc) -> bool:
     if not (same_subject or _owner_as_subject(old_doc, new_doc)) or _rival_phrases(old_doc, new_doc):
         return False
     old_root, new_root = (next(iter(doc.sents)).root for doc in (old_doc, new_doc))
-    if _moves_a_thing_of_its_own(new_root) and owner(new_doc) not in FIRST_PERSON.values():
-        return False  # "Ben has moved his company's office to Dallas" leaves where Ben lives
-    return (_one_current_value(old_doc) and not _tells_an_origin(new_doc)
+    return (_one_current_value(old_doc) and not _tells_an_origin(new_doc) and not _acts_on_its_own_thing(new_doc)
             and (_is_update_form(new_root) or _verb_lemma(new_root) in ("be", _verb_lemma(old_root))))
 
 
-def _moves_a_thing_of_its_own(verb) -> bool:
-    """Does the verb act on something its subject owns ("moved *his company's office*", "sold *her car*")?"""
-    return any(child.dep_ == "dobj" and any(c.dep_ == "poss" for c in child.subtree) for child in verb.children)
+def _acts_on_its_own_thing(doc) -> bool:
+    """Does the main verb act on something its subject owns ("Ben has moved *his company's office* to Dallas":
+    where Ben lives is unchanged)? Not for "we" / "I", whose facts are about their things ("We moved our code")."""
+    verb = next(iter(doc.sents)).root
+    return owner(doc) not in FIRST_PERSON.values() and any(
+        child.dep_ == "dobj" and any(c.dep_ == "poss" for c in child.subtree) for child in verb.children)
 
 
 def _kindred_restatement(old_doc, new_doc) -> bool:
@@ -2258,10 +2259,8 @@ def _kindred_restatement(old_doc, new_doc) -> bool:
     is taken by ``_adds_one_more`` before this.)"""
     roots = [next(iter(doc.sents)).root for doc in (old_doc, new_doc)]
     verbs = {_verb_lemma(root) for root in roots}
-    if _moves_a_thing_of_its_own(roots[1]) and owner(new_doc) not in FIRST_PERSON.values():
-        return False
     return (_one_current_value(old_doc) and _one_current_value(new_doc, of_several=True)
-            and not any(map(_of_an_adjective, changed_values(old_doc, new_doc)))
+            and not _acts_on_its_own_thing(new_doc) and not any(map(_of_an_adjective, changed_values(old_doc, new_doc)))
             and (len(verbs) == 1 or bool(verbs & STATING_VERBS) or any(map(_is_update_form, roots))))
 
 
