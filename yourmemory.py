@@ -199,6 +199,10 @@ UPDATE_MIN_SIMILARITY = 0.45
 # Datadog") replaces a memory that holds that name as its one value from this cosine. (0.2 to 0.35 did the
 # same on the seen stale-fact files, measured with the rule's first, wider form.)
 NAMED_REPLACEMENT_MIN_SIMILARITY = 0.3
+# An announced change a little less similar than UPDATE_MIN_SIMILARITY ("The auditors moved the security audit
+# to October 6" / "... is scheduled for the week of September 8", 0.4 to 0.45) replaces the old fact only if its
+# values are also of one kind (``_values_alike``). From 0.3 or 0.35 the seen stale-fact files came out the same.
+ALIKE_UPDATE_MIN_SIMILARITY = 0.4
 # A very similar fact about the same subject with another value replaces the old one unannounced.
 RESTATEMENT_MIN_SIMILARITY = 0.8
 # ... and, from 0.6, a less similar one if the two values are of one kind: the values alone, embedded, at
@@ -2770,7 +2774,9 @@ class YourMemory:
                     break
                 old_parse = functools.partial(self._stored_parse, memory_id, old_content)
                 if similarity < UPDATE_MIN_SIMILARITY:
-                    if self._replaces_by_name(old_content, content, doc, old_parse):
+                    if self._replaces_by_name(old_content, content, doc, old_parse) or (
+                            similarity >= ALIKE_UPDATE_MIN_SIMILARITY
+                            and self._replaces(old_content, content, doc, similarity, old_parse, values_alike=True)):
                         outdated = (memory_id, old_content)
                         break
                     continue
@@ -2792,7 +2798,8 @@ class YourMemory:
             return self._stored(caller, "supersede", new_id, category, inferred, importance, visibility,
                                 supersededId=outdated[0], supersededContent=outdated[1])
 
-    def _replaces(self, old_content: str, new_content: str, new_doc, similarity: float, old_parse: Callable) -> bool:
+    def _replaces(self, old_content: str, new_content: str, new_doc, similarity: float, old_parse: Callable, *,
+                  values_alike: bool = False) -> bool:
         """Does the new text state a newer value of the old one's fact? Speakers ("Ada: ...") must match.
 
         A quoted utterance ("Ada: we moved to Lyon") is a record of what was said, an event that
@@ -2801,7 +2808,8 @@ class YourMemory:
         does a very similar statement giving the same subject another value ("standup is at 9:45").
         Superseding hides the old memory, so a store asks more than recall's newer-first step: an
         announced change that names what it replaced must replace a memory that mentions it, and a
-        restatement must take its value through the same preposition.
+        restatement must take its value through the same preposition. ``values_alike``: the values the two
+        texts do not share must also be of one kind (``_values_alike``), whatever the rule.
         """
         if speaker(old_content) != speaker(new_content) or _adds_one_more(new_doc):
             return False
@@ -2814,7 +2822,7 @@ class YourMemory:
             return False  # decided without the old text's parse
         old_doc = old_parse()
         alike = functools.cache(lambda: self._values_alike(old_doc, new_doc))  # one model call a pair at most
-        return ((may_contradict and contradicts(old_doc, new_doc))
+        replaced = ((may_contradict and contradicts(old_doc, new_doc))
                 or (may_announce and (announces_update(old_doc, new_doc) or (_kindred_change(old_doc, new_doc)
                                                                               and alike()))
                     and _mentions_replaced(old_doc, new_doc) and not _already_held(old_doc, new_doc))
@@ -2822,13 +2830,17 @@ class YourMemory:
                     and not _narrower_case(old_doc, new_doc) and not (_past_event(old_doc) and _past_event(new_doc))
                     and (similarity >= RESTATEMENT_MIN_SIMILARITY or (_kindred_restatement(old_doc, new_doc)
                                                                       and alike()))))
+        return replaced and (not values_alike or alike())
 
     def _values_alike(self, old_doc, new_doc) -> bool:
         """Are the values the two texts do not share of one kind? Both name a time or neither ("9:30" is not
         "15 minutes", which the model puts at 0.51); then both embedded alone, one model call: "Porto" / "Braga"
         are alike (0.53), "REST" / "requests" are not (0.30)."""
         import numpy as np
-        old_tokens, new_tokens = changed_values(old_doc, new_doc), changed_values(new_doc, old_doc)
+        # The subject's own words are no value ("Project" of "Project Beacon uses MongoDB" / "Beacon moved off
+        # MongoDB to DynamoDB"), unless the subject is all that changed ("Aisha is the new product manager").
+        old_tokens, new_tokens = ([t for t in tokens if not _in_subject(t)] or tokens for tokens in
+                                  (changed_values(old_doc, new_doc), changed_values(new_doc, old_doc)))
         if not (old_tokens and new_tokens) or (any(map(_names_a_time, old_tokens))
                                                != any(map(_names_a_time, new_tokens))):
             return False

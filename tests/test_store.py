@@ -409,6 +409,32 @@ def test_an_announced_change_with_no_word_in_common_supersedes_when_its_value_is
 
 
 @pytest.mark.parametrize("old, new", [
+    ("The security audit is scheduled for the week of September 8.",
+     "The auditors moved the security audit to October 6."),  # cosine 0.41
+    ("The user's phone is a Pixel 7.", "The user upgraded to an iPhone 15."),  # 0.44
+    ("Project Beacon uses MongoDB.", "Beacon moved off MongoDB to DynamoDB."),  # "Project" is the subject's, no value
+])
+def test_a_less_similar_announced_change_supersedes_when_its_value_is_of_the_same_kind(memory, old, new):
+    """Below the cosine that an announced change needs (0.45), down to 0.4, the values the two texts do not
+    share must be alike too: two dates, two phones; two databases, the subject's own words left out."""
+    first = memory.store(old)
+    second = memory.store(new)
+    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
+
+
+@pytest.mark.parametrize("old, new", [
+    ("Errors from the mobile app are grouped by release.", "We switched error tracking to Rollbar."),  # 0.43
+    ("Feature branches are named after the ticket.", "We renamed the default git branch to main."),  # 0.44
+])
+def test_a_less_similar_announced_change_with_values_of_another_kind_supersedes_nothing(memory, old, new):
+    """A change word and a shared topic word ("error", "branch") are enough from 0.45, not below it."""
+    first = memory.store(old)
+    second = memory.store(new)
+    assert second["action"] == "store", second
+    assert memory.get(first["id"])["status"] == "active"
+
+
+@pytest.mark.parametrize("old, new", [
     ("Dana is a senior engineer.", "Dana joined Meta."),  # a job title, an employer
     ("Ruth lives in Dublin.", "Ruth's son has moved to Cork."),  # the same owner, not the same person
     ("Ruth's sister lives in Dublin.", "Ruth now lives in Cork."),
