@@ -2277,6 +2277,13 @@ def _one_current_value(doc, of_several: bool = False) -> bool:
                 or (not of_several and _verb_lemma(root) in MANY_VALUED_VERBS | TASTE_VERBS))
 
 
+def _holds_several_values(doc) -> bool:
+    """A relation that holds several values at once ("speaks French", "reviews PRs in batches"); not one that
+    one person holds at a time ("maintains the docs site", HOLDING_VERBS), nor a limit in digits ("The public API
+    allows 300 requests per minute")."""
+    return _verb_lemma(next(iter(doc.sents)).root) in MANY_VALUED_VERBS - HOLDING_VERBS and not any(map(_has_digit, doc))
+
+
 def _owner_as_subject(old_doc, new_doc) -> bool:
     """The same named owner is the subject of both texts ("Ruth lives ..." / "Ruth has moved ..."), or "we" /
     "I" own both facts ("Our code is hosted on GitLab" / "We moved all repositories to GitHub")."""
@@ -2822,14 +2829,18 @@ class YourMemory:
             return False  # decided without the old text's parse
         old_doc = old_parse()
         alike = functools.cache(lambda: self._values_alike(old_doc, new_doc))  # one model call a pair at most
+        # An announced change of a relation of several values ("The user speaks French" / "... is now learning
+        # German") adds one, unless it names the one it replaced ("We replaced flake8 with Ruff").
+        announced = may_announce and announces_update(old_doc, new_doc) and (
+            not _holds_several_values(old_doc) or _replaces_what_it_holds(old_doc, new_doc))
         replaced = ((may_contradict and contradicts(old_doc, new_doc))
-                or (may_announce and (announces_update(old_doc, new_doc) or (_kindred_change(old_doc, new_doc)
-                                                                              and alike()))
-                    and _mentions_replaced(old_doc, new_doc) and not _already_held(old_doc, new_doc))
-                or (may_restate and restates_value(old_doc, new_doc) and not _other_relations(old_doc, new_doc)
-                    and not _narrower_case(old_doc, new_doc) and not (_past_event(old_doc) and _past_event(new_doc))
-                    and (similarity >= RESTATEMENT_MIN_SIMILARITY or (_kindred_restatement(old_doc, new_doc)
-                                                                      and alike()))))
+                    or (may_announce and (announced or (_kindred_change(old_doc, new_doc) and alike()))
+                        and _mentions_replaced(old_doc, new_doc) and not _already_held(old_doc, new_doc))
+                    or (may_restate and restates_value(old_doc, new_doc) and not _other_relations(old_doc, new_doc)
+                        and not _narrower_case(old_doc, new_doc)
+                        and not (_past_event(old_doc) and _past_event(new_doc))
+                        and (similarity >= RESTATEMENT_MIN_SIMILARITY
+                             or (_kindred_restatement(old_doc, new_doc) and alike()))))
         return replaced and (not values_alike or alike())
 
     def _values_alike(self, old_doc, new_doc) -> bool:

@@ -434,6 +434,17 @@ def test_a_less_similar_announced_change_with_values_of_another_kind_supersedes_
     assert memory.get(first["id"])["status"] == "active"
 
 
+def test_an_announced_change_of_a_relation_of_several_values_adds_one(memory):
+    """One speaks several languages and learns more; a replacement that names the old value still replaces it."""
+    french = memory.store("The user speaks French.")
+    german = memory.store("The user is now learning German.")
+    assert german["action"] == "store", german
+    assert memory.get(french["id"])["status"] == "active"
+    flake8 = memory.store("Our CI includes flake8.")
+    ruff = memory.store("We replaced flake8 with Ruff.")
+    assert ruff["action"] == "supersede" and ruff["supersededId"] == flake8["id"], ruff
+
+
 @pytest.mark.parametrize("old, new", [
     ("Dana is a senior engineer.", "Dana joined Meta."),  # a job title, an employer
     ("Ruth lives in Dublin.", "Ruth's son has moved to Cork."),  # the same owner, not the same person
