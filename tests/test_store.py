@@ -425,6 +425,8 @@ def test_a_less_similar_announced_change_supersedes_when_its_value_is_of_the_sam
 @pytest.mark.parametrize("old, new", [
     ("Errors from the mobile app are grouped by release.", "We switched error tracking to Rollbar."),  # 0.43
     ("Feature branches are named after the ticket.", "We renamed the default git branch to main."),  # 0.44
+    ("The user's preferred language for replies is English.",
+     "The user switched their phone's language to Spanish."),  # 0.43; two subjects, so their words are values
 ])
 def test_a_less_similar_announced_change_with_values_of_another_kind_supersedes_nothing(memory, old, new):
     """A change word and a shared topic word ("error", "branch") are enough from 0.45, not below it."""
@@ -434,15 +436,27 @@ def test_a_less_similar_announced_change_with_values_of_another_kind_supersedes_
     assert memory.get(first["id"])["status"] == "active"
 
 
-def test_an_announced_change_of_a_relation_of_several_values_adds_one(memory):
-    """One speaks several languages and learns more; a replacement that names the old value still replaces it."""
-    french = memory.store("The user speaks French.")
-    german = memory.store("The user is now learning German.")
-    assert german["action"] == "store", german
-    assert memory.get(french["id"])["status"] == "active"
-    flake8 = memory.store("Our CI includes flake8.")
-    ruff = memory.store("We replaced flake8 with Ruff.")
-    assert ruff["action"] == "supersede" and ruff["supersededId"] == flake8["id"], ruff
+@pytest.mark.parametrize("old, new", [
+    ("The user speaks French.", "The user is now learning German."),
+    ("The user enjoys reading sci-fi, especially The Expanse.", "The user is now reading a lot of fantasy."),
+])
+def test_an_announced_value_of_a_relation_of_several_values_adds_one(memory, old, new):
+    """One speaks several languages and learns more; "now" with another verb announces one more."""
+    first = memory.store(old)
+    second = memory.store(new)
+    assert second["action"] == "store", second
+    assert memory.get(first["id"])["status"] == "active"
+
+
+@pytest.mark.parametrize("old, new", [
+    ("The user plays tennis on weekends.", "The user switched from tennis to padel."),
+    ("The user attends the Tuesday evening yoga class.", "The user moved to the Thursday morning yoga class."),
+    ("Our CI includes flake8.", "We replaced flake8 with Ruff."),
+])
+def test_a_relation_of_several_values_changes_through_a_change_verb(memory, old, new):
+    first = memory.store(old)
+    second = memory.store(new)
+    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
 
 
 @pytest.mark.parametrize("old, new", [
@@ -452,6 +466,9 @@ def test_an_announced_change_of_a_relation_of_several_values_adds_one(memory):
     ("Maria's office is in Berlin.", "Maria now lives in Potsdam."),
     ("Ana lives in Madrid.", "Ana now commutes to London."),  # another relation: commuting is not living
     ("Maria lives in Barcelona.", "Maria was raised in Madrid."),  # an origin, not a change
+    ("My sister lives in Boston.", "My brother just moved to Denver."),  # two people of one owner
+    ("My mother lives in Seoul.", "My father moved to Busan."),
+    ("Our main Postgres cluster is in us-east-1.", "Our Redis cache moved to us-west-2."),  # two things of ours
 ])
 def test_an_announced_change_of_another_kind_of_value_or_person_supersedes_nothing(memory, old, new):
     """Two cities each time (or a job and an employer): the values alone do not make one fact."""
