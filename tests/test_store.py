@@ -500,6 +500,14 @@ def test_a_less_similar_statement_of_another_kind_time_or_relation_supersedes_no
     assert memory.get(first["id"])["status"] == "active"
 
 
+def test_a_persons_other_relation_supersedes_nothing_even_said_alike(memory):
+    """Cosine 0.815, above the near-identical restatement's 0.8: where Maria works is not where she lives."""
+    lives = memory.store("Maria lives in Lisbon.")
+    works = memory.store("Maria works in Porto.")
+    assert works["action"] == "store", works
+    assert memory.get(lives["id"])["status"] == "active"
+
+
 @pytest.mark.parametrize("old, new", [
     ("svc-gamma runs on port 8003", "svc-gamma runs on port 9003"),
     ("The staging-db backup runs at 02:00", "The staging-db backup runs at 04:00"),
