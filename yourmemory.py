@@ -192,6 +192,7 @@ ROLE_NOUNS = {"manager", "lead", "leader", "head", "director", "owner", "maintai
 HOLDING_VERBS = {"own", "maintain", "manage", "lead", "run", "handle", "head", "chair", "coordinate", "oversee"}
 ADDITION_WORDS = {"another", "also", "too", "additional", "additionally", "besides"}  # one more, not a new value
 NEWNESS_WORDS = {"new", "newest", "latest", "current", "currently"}  # only when said of the fact itself
+PREFERENCE_WORDS = {"favorite", "favourite", "go", "preferred", "usual", "main", "primary"}  # "go" of "go-to"
 # A value written in digits ("3.11", "$30k", "port 8080") is replaced by another such value, not by a name.
 NUMERIC_VALUE = re.compile(r"[v$#]?\d[\d.,:/]*(k|m|gb|mb|kb|ms|s|h|%)?")
 UPDATE_MIN_SIMILARITY = 0.45
@@ -1792,6 +1793,8 @@ def _new_value_of_same_fact(old_doc, new_doc, *, same_subject: bool) -> bool:
         return False  # "Version 1.5.0 shipped on March 17" is another release than "Version 1.4.0 shipped ..."
     if _rival_phrases(old_doc, new_doc):
         return False  # "The refresh token lifetime" is another lifetime than "The JWT access token lifetime"
+    if not same_subject and _rival_things(old_doc, new_doc):
+        return False  # "We moved transactional email to Postmark" leaves where marketing emails go
     if (_describes_someone(old_doc) and _holding(new_doc) is not None
             or _describes_someone(new_doc) and _holding(old_doc) is not None):
         return False  # "Marco Rossi now owns the billing module" leaves him the backend lead
@@ -2281,6 +2284,32 @@ def _one_current_value(doc, of_several: bool = False) -> bool:
     root = next(iter(doc.sents)).root
     return not ((_said_in_the_past(doc) and not _announces_change(doc)) or _tells_an_origin(doc)
                 or (not of_several and _verb_lemma(root) in MANY_VALUED_VERBS | TASTE_VERBS))
+
+
+def _rival_things(old_doc, new_doc) -> bool:
+    """Does a noun of the old text's subject come back as the new text's subject or object with rival marks: "Our
+    marketing emails go through Mailchimp" / "We moved transactional email to Postmark", "The user's work phone" /
+    "switched their personal phone", "The marketing team's standup" / "The sales team moved its standup"?"""
+    old_things = {t.lemma_.lower(): t for t in old_doc if t.pos_ == "NOUN" and _in_subject(t)}
+    new_things = {t.lemma_.lower(): t for t in new_doc if t.pos_ == "NOUN" and _acted_on(t)}
+    return any(_rival_marks(_thing_marks(old_things[lemma]), _thing_marks(new_things[lemma]))
+               for lemma in old_things.keys() & new_things.keys())
+
+
+def _acted_on(token) -> bool:
+    """Is the token the main verb's subject or object, or part of either?"""
+    return any(t.dep_ in ("nsubj", "nsubjpass", "dobj") and t.head.dep_ == "ROOT" for t in [token, *token.ancestors])
+
+
+def _thing_marks(token) -> set[str]:
+    """The words before a noun that tell which one it is, theirs too ("spare house key": "house", "spare"), and a
+    possessing noun ("the laptop's timezone"); not newness or preference ("favorite", "go-to"), nor "the user's"."""
+    marks = set()
+    for child in token.children:
+        if ((child.dep_ in ("amod", "compound") and child.lower_ not in NEWNESS_WORDS | PREFERENCE_WORDS)
+                or (child.dep_ == "poss" and child.pos_ == "NOUN" and child.lemma_.lower() != "user")):
+            marks |= {child.lower_} | _thing_marks(child)
+    return marks
 
 
 def _one_more_value(old_doc, new_doc) -> bool:

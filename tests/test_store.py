@@ -460,6 +460,30 @@ def test_a_relation_of_several_values_changes_through_a_change_verb(memory, old,
 
 
 @pytest.mark.parametrize("old, new", [
+    ("Our marketing emails go through Mailchimp.", "We moved transactional email to Postmark."),
+    ("The user's work phone is an iPhone 13.", "The user switched their personal phone to a Pixel 8."),
+    ("The marketing team's standup is at 9:30.", "The sales team moved its standup to 10:00."),
+    ("The user's savings account is at Chase.", "The user moved their checking account to Ally."),
+])
+def test_an_announced_change_of_another_thing_of_the_same_kind_supersedes_nothing(memory, old, new):
+    """The same noun with rival marks in the old subject and in what the new text changes is two things."""
+    first = memory.store(old)
+    second = memory.store(new)
+    assert second["action"] == "store", second
+    assert memory.get(first["id"])["status"] == "active"
+
+
+@pytest.mark.parametrize("old, new", [
+    ("The spare house key is under the flower pot.", "The spare key now lives in the lockbox by the garage."),
+    ("Frida's favorite tea is Earl Grey.", "Frida's go-to tea these days is genmaicha."),  # preference, no mark
+])
+def test_an_announced_change_of_the_same_thing_named_shorter_supersedes(memory, old, new):
+    first = memory.store(old)
+    second = memory.store(new)
+    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
+
+
+@pytest.mark.parametrize("old, new", [
     ("Dana is a senior engineer.", "Dana joined Meta."),  # a job title, an employer
     ("Ruth lives in Dublin.", "Ruth's son has moved to Cork."),  # the same owner, not the same person
     ("Ruth's sister lives in Dublin.", "Ruth now lives in Cork."),
