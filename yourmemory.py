@@ -180,7 +180,7 @@ MANY_VALUED_VERBS = {"support", "speak", "approve", "review", "include", "contai
 TASTE_VERBS = {"like", "love"}  # so do tastes, though "now likes X" may announce a new one
 # Verbs that state what a thing is or where it sits, so they restate any other verb's fact ("is based in Braga" /
 # "lives in Porto"); two other verbs that differ are two relations ("works in Porto" / "lives in Lisbon").
-STATING_VERBS = {"be", "have", "base", "locate", "situate"}
+STATING_VERBS = {"be", "have", "base", "locate", "situate", "reside"}
 TENSE_WORDS = {"am", "is", "are", "was", "were", "has", "have", "had", "will", "used"}
 POSSIBILITY_MODALS = {"might", "may", "could", "would", "should"}  # "we might move ..." has not moved
 ROLE_NOUNS = {"manager", "lead", "leader", "head", "director", "owner", "maintainer", "chair", "president", "ceo",
@@ -2292,8 +2292,17 @@ def _rival_things(old_doc, new_doc) -> bool:
     "switched their personal phone", "The marketing team's standup" / "The sales team moved its standup"?"""
     old_things = {t.lemma_.lower(): t for t in old_doc if t.pos_ == "NOUN" and _in_subject(t)}
     new_things = {t.lemma_.lower(): t for t in new_doc if t.pos_ == "NOUN" and _acted_on(t)}
-    return any(_rival_marks(_thing_marks(old_things[lemma]), _thing_marks(new_things[lemma]))
+    return any(_rival_thing_marks(_thing_marks(old_things[lemma]), _thing_marks(new_things[lemma]))
                for lemma in old_things.keys() & new_things.keys())
+
+
+def _rival_thing_marks(old_marks: list, new_marks: list) -> bool:
+    """Rival marks (``_rival_marks``) that are not one spelled two ways: "Wi-Fi" / "WiFi", "front-end" / "frontend"."""
+    def letters(marks):
+        return "".join(t.lower_ for t in sorted(marks, key=lambda t: t.i) if t.is_alpha or t.like_num)
+    old_letters, new_letters = letters(old_marks), letters(new_marks)
+    return (_rival_marks({t.lower_ for t in old_marks}, {t.lower_ for t in new_marks})
+            and old_letters not in new_letters and new_letters not in old_letters)
 
 
 def _acted_on(token) -> bool:
@@ -2301,25 +2310,32 @@ def _acted_on(token) -> bool:
     return any(t.dep_ in ("nsubj", "nsubjpass", "dobj") and t.head.dep_ == "ROOT" for t in [token, *token.ancestors])
 
 
-def _thing_marks(token) -> set[str]:
+def _thing_marks(token) -> list:
     """The words before a noun that tell which one it is, theirs too ("spare house key": "house", "spare"), and a
     possessing noun ("the laptop's timezone"); not newness or preference ("favorite", "go-to"), nor "the user's"."""
-    marks = set()
+    marks = []
     for child in token.children:
-        if ((child.dep_ in ("amod", "compound") and child.lower_ not in NEWNESS_WORDS | PREFERENCE_WORDS)
+        if ((child.dep_ in ("amod", "compound", "nmod")
+             and not (child.is_stop and child.text.islower())  # "to" of "go-to", read as a noun; not "US"
+             and child.lower_ not in NEWNESS_WORDS | PREFERENCE_WORDS)
                 or (child.dep_ == "poss" and child.pos_ == "NOUN" and child.lemma_.lower() != "user")):
-            marks |= {child.lower_} | _thing_marks(child)
+            marks += [child, *_thing_marks(child)]
     return marks
 
 
 def _one_more_value(old_doc, new_doc) -> bool:
     """Does an announced change add a value to a relation that holds several ("The user speaks French" / "... is
-    now learning German")? Not when said with a change verb ("The user switched from tennis to padel"), nor of a
-    relation one person holds at a time (HOLDING_VERBS: "maintains the docs site"). ("Our plan includes 10 GB of
-    storage" / "We now get 50 GB" is taken for one more: excusing numbers let "The app now requires Android 12"
-    replace "The app supports iOS 16 and later".)"""
+    now learning German")? Not when said with a change verb ("The user switched from tennis to padel"), with "no
+    longer", or naming what it replaced ("now uses Pyright instead of mypy"; a bare "instead" let "The user asked
+    to get the summary email weekly, on Mondays, instead" replace "The summary email should include open pull
+    requests"); nor of a relation
+    one person holds at a time (HOLDING_VERBS: "maintains the docs site"). ("Our plan includes 10 GB of storage" /
+    "We now get 50 GB" is taken for one more: excusing numbers let "The app now requires Android 12" replace "The
+    app supports iOS 16 and later".)"""
     old_root, new_root = (next(iter(doc.sents)).root for doc in (old_doc, new_doc))
-    return _verb_lemma(old_root) in MANY_VALUED_VERBS - HOLDING_VERBS and not _is_update_form(new_root)
+    ends_the_old = (_is_update_form(new_root) or bool(_replaced_names(new_doc))
+                    or any(_is_marker(t) and t.lower_ == "longer" for t in new_doc))
+    return _verb_lemma(old_root) in MANY_VALUED_VERBS - HOLDING_VERBS and not ends_the_old
 
 
 def _owner_as_subject(old_doc, new_doc) -> bool:
@@ -2876,9 +2892,11 @@ class YourMemory:
                         and not _narrower_case(old_doc, new_doc)
                         and not (_past_event(old_doc) and _past_event(new_doc))
                         and ((similarity >= RESTATEMENT_MIN_SIMILARITY
-                              # a person's relations are told by their verbs even when said alike (0.815 for
-                              # "Maria works in Porto" / "Maria lives in Lisbon")
-                              and (_one_relation(old_doc, new_doc) or not _owner_as_subject(old_doc, new_doc)))
+                              # a named person's relations are told by their verbs even when said alike (0.815
+                              # for "Maria works in Porto" / "Maria lives in Lisbon"); "we" and "I" say the same
+                              # in other verbs ("We run CI on GitHub Actions" / "We use Jenkins", 0.82)
+                              and (_one_relation(old_doc, new_doc) or not _owner_as_subject(old_doc, new_doc)
+                                   or owner(old_doc) in FIRST_PERSON.values()))
                              or (_kindred_restatement(old_doc, new_doc) and alike()))))
         return replaced and (not values_alike or alike())
 

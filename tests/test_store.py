@@ -439,6 +439,8 @@ def test_a_less_similar_announced_change_with_values_of_another_kind_supersedes_
 @pytest.mark.parametrize("old, new", [
     ("The user speaks French.", "The user is now learning German."),
     ("The user enjoys reading sci-fi, especially The Expanse.", "The user is now reading a lot of fantasy."),
+    ("The summary email should include open pull requests.",
+     "The user asked to get the summary email weekly, on Mondays, instead."),  # a bare "instead" ends nothing here
 ])
 def test_an_announced_value_of_a_relation_of_several_values_adds_one(memory, old, new):
     """One speaks several languages and learns more; "now" with another verb announces one more."""
@@ -452,8 +454,11 @@ def test_an_announced_value_of_a_relation_of_several_values_adds_one(memory, old
     ("The user plays tennis on weekends.", "The user switched from tennis to padel."),
     ("The user attends the Tuesday evening yoga class.", "The user moved to the Thursday morning yoga class."),
     ("Our CI includes flake8.", "We replaced flake8 with Ruff."),
+    ("Our CI pipeline includes mypy for type checking.", "Our CI now uses Pyright instead of mypy for type checking."),
+    ("The user plays tennis on weekends.", "The user no longer plays tennis; padel is their weekend sport now."),
 ])
 def test_a_relation_of_several_values_changes_through_a_change_verb(memory, old, new):
+    """... or "no longer", or naming what it replaced."""
     first = memory.store(old)
     second = memory.store(new)
     assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
@@ -464,6 +469,8 @@ def test_a_relation_of_several_values_changes_through_a_change_verb(memory, old,
     ("The user's work phone is an iPhone 13.", "The user switched their personal phone to a Pixel 8."),
     ("The marketing team's standup is at 9:30.", "The sales team moved its standup to 10:00."),
     ("The user's savings account is at Chase.", "The user moved their checking account to Ally."),
+    ("Our EU servers are in Frankfurt.", "We moved the US servers to Oregon."),
+    ("The Android app's crash reports go to Crashlytics.", "The iOS app moved crash reporting to Sentry."),
 ])
 def test_an_announced_change_of_another_thing_of_the_same_kind_supersedes_nothing(memory, old, new):
     """The same noun with rival marks in the old subject and in what the new text changes is two things."""
@@ -476,6 +483,8 @@ def test_an_announced_change_of_another_thing_of_the_same_kind_supersedes_nothin
 @pytest.mark.parametrize("old, new", [
     ("The spare house key is under the flower pot.", "The spare key now lives in the lockbox by the garage."),
     ("Frida's favorite tea is Earl Grey.", "Frida's go-to tea these days is genmaicha."),  # preference, no mark
+    ("The home Wi-Fi password is bluefalcon22.", "The user changed the WiFi password to greenotter71."),
+    ("The front-end build uses Webpack.", "We switched the frontend build to Vite."),  # one mark, spelled two ways
 ])
 def test_an_announced_change_of_the_same_thing_named_shorter_supersedes(memory, old, new):
     first = memory.store(old)
@@ -522,6 +531,16 @@ def test_a_less_similar_statement_of_another_kind_time_or_relation_supersedes_no
     second = memory.store(new)
     assert second["action"] == "store", second
     assert memory.get(first["id"])["status"] == "active"
+
+
+@pytest.mark.parametrize("old, new", [
+    ("We use Jenkins for CI.", "We run CI on GitHub Actions."),  # 0.82: "we" say one relation in other verbs
+    ("Leo lives in Madrid.", "Leo resides in Seville."),  # "reside" states where, as "be based in" does
+])
+def test_a_near_identical_restatement_in_another_verb_supersedes(memory, old, new):
+    first = memory.store(old)
+    second = memory.store(new)
+    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
 
 
 def test_a_persons_other_relation_supersedes_nothing_even_said_alike(memory):
