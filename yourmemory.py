@@ -2277,6 +2277,14 @@ def _one_relation(old_doc, new_doc) -> bool:
     return len(verbs) == 1 or bool(verbs & STATING_VERBS) or any(map(_is_update_form, roots))
 
 
+def _a_persons_other_relation(old_doc, new_doc) -> bool:
+    """A named person's two relations, however alike they are said ("Maria works in Porto" / "Maria lives in
+    Lisbon", cosine 0.815); not "we" or "I", who say one relation in other verbs ("We run CI on GitHub Actions" /
+    "We use Jenkins for CI", 0.82)."""
+    return (owner(old_doc) not in FIRST_PERSON.values() and _owner_as_subject(old_doc, new_doc)
+            and not _one_relation(old_doc, new_doc))
+
+
 def _one_current_value(doc, of_several: bool = False) -> bool:
     """A present state: not a past event ("Quentin cleaned the observatory"; a change said in the past, "relocated
     to Winnipeg", sets one), nor an origin ("grew up in", "was born in"); and, unless ``of_several``, a relation
@@ -2328,10 +2336,9 @@ def _one_more_value(old_doc, new_doc) -> bool:
     now learning German")? Not when said with a change verb ("The user switched from tennis to padel"), with "no
     longer", or naming what it replaced ("now uses Pyright instead of mypy"; a bare "instead" let "The user asked
     to get the summary email weekly, on Mondays, instead" replace "The summary email should include open pull
-    requests"); nor of a relation
-    one person holds at a time (HOLDING_VERBS: "maintains the docs site"). ("Our plan includes 10 GB of storage" /
-    "We now get 50 GB" is taken for one more: excusing numbers let "The app now requires Android 12" replace "The
-    app supports iOS 16 and later".)"""
+    requests"); nor of a relation one person holds at a time (HOLDING_VERBS: "maintains the docs site"). ("Our
+    plan includes 10 GB of storage" / "We now get 50 GB" is taken for one more: excusing numbers let "The app now
+    requires Android 12" replace "The app supports iOS 16 and later".)"""
     old_root, new_root = (next(iter(doc.sents)).root for doc in (old_doc, new_doc))
     ends_the_old = (_is_update_form(new_root) or bool(_replaced_names(new_doc))
                     or any(_is_marker(t) and t.lower_ == "longer" for t in new_doc))
@@ -2892,11 +2899,7 @@ class YourMemory:
                         and not _narrower_case(old_doc, new_doc)
                         and not (_past_event(old_doc) and _past_event(new_doc))
                         and ((similarity >= RESTATEMENT_MIN_SIMILARITY
-                              # a named person's relations are told by their verbs even when said alike (0.815
-                              # for "Maria works in Porto" / "Maria lives in Lisbon"); "we" and "I" say the same
-                              # in other verbs ("We run CI on GitHub Actions" / "We use Jenkins", 0.82)
-                              and (_one_relation(old_doc, new_doc) or not _owner_as_subject(old_doc, new_doc)
-                                   or owner(old_doc) in FIRST_PERSON.values()))
+                              and not _a_persons_other_relation(old_doc, new_doc))
                              or (_kindred_restatement(old_doc, new_doc) and alike()))))
         return replaced and (not values_alike or alike())
 
