@@ -457,8 +457,8 @@ def test_an_announced_value_of_a_relation_of_several_values_adds_one(memory, old
     ("Our CI pipeline includes mypy for type checking.", "Our CI now uses Pyright instead of mypy for type checking."),
     ("The user plays tennis on weekends.", "The user no longer plays tennis; padel is their weekend sport now."),
 ])
-def test_a_relation_of_several_values_changes_through_a_change_verb(memory, old, new):
-    """... or "no longer", or naming what it replaced."""
+def test_a_relation_of_several_values_changes_when_the_change_is_said(memory, old, new):
+    """A change verb, "no longer" or a named replaced value ends the old value."""
     first = memory.store(old)
     second = memory.store(new)
     assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
