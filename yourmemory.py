@@ -1531,7 +1531,12 @@ def contradicts(old_doc, new_doc) -> bool:
 def _in_subject(token) -> bool:
     """Is the token the main clause's subject or part of it ("staging" in "the staging database",
     "mother" in "my mother's birthday", "staging" in "Deploys to staging")?"""
-    return any(t.dep_ in ("nsubj", "nsubjpass") and t.head.dep_ == "ROOT" for t in [token, *token.ancestors])
+    return _in_main_phrase(token, ("nsubj", "nsubjpass"))
+
+
+def _in_main_phrase(token, roles: tuple[str, ...]) -> bool:
+    """Is the token, or a word it belongs to, one of the main verb's ``roles`` (dependency labels)?"""
+    return any(t.dep_ in roles and t.head.dep_ == "ROOT" for t in [token, *token.ancestors])
 
 
 def _names_role_holder(doc) -> bool:
@@ -2260,10 +2265,9 @@ def _kindred_restatement(old_doc, new_doc) -> bool:
     """Could a merely similar restatement (below RESTATEMENT_MIN_SIMILARITY) replace the old fact, if its values
     are of one kind? Both present states ("I grew up in Nantes", "Maria was born in Madrid" restate no "lives
     in"), the old one of one value (``_one_current_value``), not a value through an adjective's preposition
-    ("is allergic to peanuts" holds with "has a shellfish allergy"), and one relation: the same main verb, one
-    that states what or where ("is based in", STATING_VERBS) or a change verb ("was upgraded to Node 20" / "targets
-    Node 22"): "Maria works in Porto" leaves "Maria lives in Lisbon". (A new text in a relation of several values
-    is taken by ``_adds_one_more`` before this.)"""
+    ("is allergic to peanuts" holds with "has a shellfish allergy"), and one relation (``_one_relation``: "was
+    upgraded to Node 20" / "targets Node 22" is one, "Maria works in Porto" / "Maria lives in Lisbon" two). (A new
+    text in a relation of several values is taken by ``_adds_one_more`` before this.)"""
     return (_one_current_value(old_doc) and _one_current_value(new_doc, of_several=True)
             and not _acts_on_its_own_thing(new_doc) and not any(map(_of_an_adjective, changed_values(old_doc, new_doc)))
             and _one_relation(old_doc, new_doc))
@@ -2315,7 +2319,7 @@ def _rival_thing_marks(old_marks: list, new_marks: list) -> bool:
 
 def _acted_on(token) -> bool:
     """Is the token the main verb's subject or object, or part of either?"""
-    return any(t.dep_ in ("nsubj", "nsubjpass", "dobj") and t.head.dep_ == "ROOT" for t in [token, *token.ancestors])
+    return _in_main_phrase(token, ("nsubj", "nsubjpass", "dobj"))
 
 
 def _thing_marks(token) -> list:
@@ -3084,7 +3088,8 @@ class YourMemory:
         in the same way, and the last result makes room: an old value recalled brings its successor.
 
         Store supersedes only what it is sure of (an announced change among its nearest neighbours at
-        cosine >= 0.45, a near-identical restatement, a similar one with a value of the same kind). The same
+        cosine >= 0.45, or from 0.4 with a value of the same kind; a near-identical restatement, a similar one
+        with a value of the same kind). The same
         subject given another value by a merely related text that says it changed ("Eli is at his sister's
         place these days" after "Eli lives in Chicago"), an announced change a little less similar ("Plant
         watering moved to Priya"), or a fact that says nearly the same (cosine >= 0.6) is not enough to hide
