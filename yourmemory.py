@@ -2248,6 +2248,8 @@ def _kindred_change(old_doc, new_doc) -> bool:
                     and not _rival_marks(subject_marks(old_doc, subject), subject_marks(new_doc, subject)))
     if not (same_subject or _owner_as_subject(old_doc, new_doc)) or _rival_phrases(old_doc, new_doc):
         return False
+    if _rival_things(old_doc, new_doc):
+        return False  # "We moved the dev cluster to eu-west-1" leaves where "Our staging cluster" is
     old_root, new_root = (next(iter(doc.sents)).root for doc in (old_doc, new_doc))
     return (_one_current_value(old_doc) and not _tells_an_origin(new_doc) and not _acts_on_its_own_thing(new_doc)
             and (_is_update_form(new_root) or _verb_lemma(new_root) in ("be", _verb_lemma(old_root))))

@@ -471,6 +471,7 @@ def test_a_relation_of_several_values_changes_when_the_change_is_said(memory, ol
     ("The user's savings account is at Chase.", "The user moved their checking account to Ally."),
     ("Our EU servers are in Frankfurt.", "We moved the US servers to Oregon."),
     ("The Android app's crash reports go to Crashlytics.", "The iOS app moved crash reporting to Sentry."),
+    ("Our staging cluster is in us-east-1.", "We moved the dev cluster to eu-west-1."),  # "we" owning both
 ])
 def test_an_announced_change_of_another_thing_of_the_same_kind_supersedes_nothing(memory, old, new):
     """The same noun with rival marks in the old subject and in what the new text changes is two things."""
