@@ -1,6 +1,8 @@
 """Store decisions on pairs met in realistic use: does the second statement keep, reinforce or supersede the first?
 
     python benchmarks/store_pairs.py
+    python benchmarks/store_pairs.py --cases benchmarks/store_pairs_holdout.json --out store_pairs_holdout.json
+    python benchmarks/store_pairs.py --cases benchmarks/store_pairs_holdout2.json --out store_pairs_holdout2.json
 
 Cases: benchmarks/store_pairs.json, from a helper who wrote realistic memory streams (a developer's
 project, a family assistant) and reported what went wrong, plus a few updates the product already got
@@ -11,10 +13,14 @@ right. Each pair goes into a fresh database through ``store`` (first, then secon
 - update: a new value of the same fact: action "supersede" of the first. A miss leaves both active
   (recall may still rank the newer one first); it loses nothing.
 These cases were seen while the store rules were mended (2026-12-01): they measure those repairs,
-not held-out behaviour; the stale-fact files do that.
+not held-out behaviour; the stale-fact files do that. store_pairs_holdout.json and
+store_pairs_holdout2.json (2026-12-02) were written by a helper who had not read the rules, the
+code or the other cases: the first was then read while the rules were mended, the second is run
+only to measure (do not read its records).
 """
 from __future__ import annotations
 
+import argparse
 import json
 import tempfile
 from pathlib import Path
@@ -28,7 +34,12 @@ WANTED = {"keep": {"store"}, "not_duplicate": {"store", "supersede"}, "update": 
 
 
 def main() -> None:
-    cases = json.loads(CASES.read_text(encoding="utf-8"))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", default=str(CASES), help="cases file (default: benchmarks/store_pairs.json)")
+    parser.add_argument("--out", default="store_pairs.json",
+                        help="results file name under benchmarks/results/ (default store_pairs.json)")
+    args = parser.parse_args()
+    cases = json.loads(Path(args.cases).read_text(encoding="utf-8"))
     embedder = yourmemory.Embedder().load()
     records, summary = [], {}
     with tempfile.TemporaryDirectory() as workdir:
@@ -44,8 +55,9 @@ def main() -> None:
                                 "right": action in WANTED[kind]})
             summary[kind] = {"n": len(pairs), "right": right}
             print(f"{kind:<14} {right:>3} / {len(pairs)}")
-    print("results:", write_results("store_pairs.json", {
-        "benchmark": "store pairs", "machine": machine(), "yourmemory": yourmemory.__version__,
+    print("results:", write_results(args.out, {
+        "benchmark": "store pairs", "cases": Path(args.cases).name, "machine": machine(),
+        "yourmemory": yourmemory.__version__,
         "summary": summary, "records": records}))
 
 
