@@ -176,7 +176,8 @@ PHRASAL_NON_UPDATES = {("grow", "up")}  # "I grew up in Munich" tells a childhoo
 UPDATE_MARKERS = {"now", "instead", "anymore", "nowadays", "longer",  # "no longer" parses as no + longer
                   "since", "again", "today", "back"}
 MANY_VALUED_VERBS = {"support", "speak", "approve", "review", "include", "contain", "offer", "accept", "allow",
-                     "know", "attend", "play", "visit", "enjoy", "maintain"}  # hold several values at once
+                     "know", "attend", "play", "visit", "enjoy", "maintain", "admire", "volunteer",
+                     "subscribe", "donate", "contribute", "integrate", "collect"}  # hold several values at once
 TASTE_VERBS = {"like", "love"}  # so do tastes, though "now likes X" may announce a new one
 # Verbs that state what a thing is or where it sits, so they restate any other verb's fact ("is based in Braga" /
 # "lives in Porto"); two other verbs that differ are two relations ("works in Porto" / "lives in Lisbon").
@@ -1938,7 +1939,9 @@ def _adds_one_more(doc) -> bool:
     (now) supports Spanish": one more of a kind, or a relation that holds several values, not a new value."""
     sentence = next(iter(doc.sents), None)
     return (any(t.lower_ in ADDITION_WORDS for t in doc) or _says_as_well(doc)
-            or (sentence is not None and sentence.root.lemma_.lower() in MANY_VALUED_VERBS))
+            or (sentence is not None and sentence.root.lemma_.lower() in MANY_VALUED_VERBS
+                and not _replaced_names(doc)  # "... instead of The Daily"
+                and not any(_is_marker(t) and t.lower_ == "longer" for t in doc)))
 
 
 def _says_as_well(doc) -> bool:
@@ -3055,7 +3058,8 @@ class YourMemory:
                         and not _narrower_case(old_doc, new_doc)
                         and not (_past_event(old_doc) and _past_event(new_doc))
                         and ((similarity >= RESTATEMENT_MIN_SIMILARITY
-                              and not _a_persons_other_relation(old_doc, new_doc))
+                              and not _a_persons_other_relation(old_doc, new_doc)
+                              and not any(map(_of_an_adjective, changed_values(old_doc, new_doc))))
                              or (_kindred_restatement(old_doc, new_doc) and alike()))))
         return replaced and (not values_alike or alike())
 

@@ -202,6 +202,9 @@ def test_an_announced_change_in_other_words_supersedes(memory, old, new):
     ("Lena's bedtime is 20:00 on school nights.", "Lena's bedtime is 21:00 on weekends."),
     # relations that hold several values at once, and one more of a kind
     ("Lena is allergic to peanuts.", "Lena is allergic to kiwi."),
+    ("Omar is allergic to penicillin.", "Omar is allergic to Aspirin."),  # cosine 0.82, the restatement rule's band
+    ("Lucia admires Frida Kahlo.", "Lucia admires Georgia O'Keeffe."),
+    ("Sara volunteers at the Red Cross.", "Sara volunteers at the local food bank."),
     ("The app supports English.", "The app supports Spanish."),
     ("We had an outage on March 12 caused by an expired TLS certificate.",
      "We had another outage on May 20 caused by a DNS misconfiguration."),
@@ -482,6 +485,7 @@ def test_a_less_similar_announced_change_with_values_of_another_kind_supersedes_
     ("The user enjoys reading sci-fi, especially The Expanse.", "The user is now reading a lot of fantasy."),
     ("The summary email should include open pull requests.",
      "The user asked to get the summary email weekly, on Mondays, instead."),  # a bare "instead" ends nothing here
+    ("Our app integrates with Slack.", "Our app now integrates with Microsoft Teams."),
     # joining one more: a club, a friend, a hire
     ("Lukas is a member of the local chess club.", "Lukas joined a hiking club last spring."),
     ("Anna's friends include Becca from work.", "Anna became friends with her neighbor Lukas."),
@@ -502,6 +506,7 @@ def test_an_announced_value_of_a_relation_of_several_values_adds_one(memory, old
     ("Our CI pipeline includes mypy for type checking.", "Our CI now uses Pyright instead of mypy for type checking."),
     ("The user plays tennis on weekends.", "The user no longer plays tennis; padel is their weekend sport now."),
     ("Emma is a member of the Sierra Club.", "Emma let her Sierra Club membership lapse and joined Greenpeace instead."),
+    ("The app supports English.", "The app now supports Spanish instead of English."),  # a verb of several values
 ])
 def test_a_relation_of_several_values_changes_when_the_change_is_said(memory, old, new):
     """A change verb (one that joins, with "instead"), "no longer" or a named replaced value ends the old value."""
