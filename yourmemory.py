@@ -157,7 +157,7 @@ UPDATE_VERBS = CHANGE_VERBS | {
     "start", "stop", "quit", "leave", "retire", "install", "ship", "release", "publish", "launch", "rebuild",
     "rewrite", "revise", "repin", "promote", "hire", "appoint", "sell", "slip", "delay", "cut", "grow", "shrink",
     "rotate", "resume", "reopen", "cancel", "split", "rebrand", "relicense", "remove", "reverse", "set", "decide",
-    "overtake"}
+    "overtake", "rise"}
 # spaCy's small model lemmatises some of these wrongly ("installed" -> "instal", "repinned" -> "repinne",
 # "rebuilt" stays "rebuilt"), so their written forms are matched too.
 IRREGULAR_UPDATE_FORMS = {"rebuilt": "rebuild", "rewrote": "rewrite", "rewritten": "rewrite", "sold": "sell",
@@ -194,13 +194,23 @@ HOLDING_VERBS = {"own", "maintain", "manage", "lead", "run", "handle", "head", "
 # Verbs that end a value someone held, said of it by name: "Omar stopped taking metformin", "We dropped the Slack
 # integration", "Daniel cancelled his Netflix subscription". "leave" only of a name ("left the Sierra Club"; one
 # leaves the office every evening).
+WHILE_PREPOSITIONS = {"for", "during", "until", "till", "after", "before", "since"}  # "for a week before surgery"
+NOT_YET_MODALS = {"will", "can", "must", "shall", "'ll", "wo", "ca"}  # "will stop", "won't", "can't"
 ENDING_VERBS = {"stop", "quit", "drop", "cancel", "remove", "retire", "discontinue", "ditch", "abandon", "unsubscribe",
                 "leave"}
+# People one speaks of as "my ..." / "our ...": their facts are theirs, not the speaker's ("I quit the piano" leaves
+# "My son plays the piano").
+PEOPLE_NOUNS = {"son", "daughter", "husband", "wife", "partner", "sister", "brother", "mother", "mom", "mum", "father",
+                "dad", "parent", "child", "kid", "boyfriend", "girlfriend", "friend", "boss", "manager", "colleague",
+                "cousin", "aunt", "uncle", "grandmother", "grandfather", "grandma", "grandpa", "niece", "nephew",
+                "fiancé", "fiancée", "fiance", "roommate", "flatmate", "neighbor", "neighbour"}
+# Words that make an ending partial or not done: "stopped taking metformin *temporarily*", "*nearly* left Deloitte".
+NOT_FOR_GOOD_WORDS = {"temporarily", "briefly", "nearly", "almost", "partly", "partially", "mostly"}
 RELATION_NOUNS = {"subscription", "membership", "integration", "support", "account", "plan", "license", "licence",
                   "sponsorship", "contract", "prescription"}  # "his Netflix subscription" is Netflix, as one holds it
 # Change verbs that add one more to a relation of several values ("Lukas joined a hiking club" after "Lukas is a
 # member of the chess club"), and the ties one has with several at a time.
-JOINING_VERBS = {"join", "hire", "add", "adopt", "become", "welcome"}
+JOINING_VERBS = {"join", "hire", "adopt", "become"}
 SEVERAL_TIES_NOUNS = {"member", "fan", "friend", "volunteer", "supporter", "subscriber", "donor", "patron", "follower",
                       "contributor", "part"}
 ADDITION_WORDS = {"another", "also", "too", "additional", "additionally", "besides"}  # one more, not a new value
@@ -1614,6 +1624,8 @@ def _replaces_what_it_holds(old_doc, new_doc) -> bool:
     if not any(word.pos_ == "PROPN" or _is_name(word.text) or _is_mark(word.text) for word in replaced):
         return False
     forms = {form for word in replaced for form in (word.lower_, word.lemma_.lower())}
+    if _replaces_in_a_role(verb) and _names_role_holder(old_doc):  # "Sana replaced Luis as tech lead ..."
+        return _subject_words(old_doc) <= forms and _role_noun(old_doc) == _as_role(verb)
     held = {t.lower_ for t in old_doc if not _in_subject(t) and (
         t.pos_ in ("PROPN", "NUM") or (t.pos_ in ("NOUN", "ADJ") and t.dep_ in ("pobj", "dobj", "attr", "conj")))}
     return bool(held) and held <= forms
@@ -1622,9 +1634,12 @@ def _replaces_what_it_holds(old_doc, new_doc) -> bool:
 def _ends_what_it_holds(old_doc, new_doc) -> bool:
     """"Omar stopped taking metformin" after "Omar takes metformin", "Daniel cancelled his Netflix subscription"
     after "Daniel subscribes to Netflix": the new text ends, by name, the one value the old one holds, said by the
-    old fact's subject or owner. Not a plan, a routine or a negation (``_ended_things``); not "We removed Redis from
-    the checkout path" after "The search service uses Redis" (another subject); not when the old text holds more
-    than was ended ("The app supports English and Russian")."""
+    old fact's subject or by "we" / "I" owning it. Not a plan, a routine, a negation or a while
+    (``_ended_things``); not said by someone else ("We removed Redis ..." after "The search service uses Redis";
+    "I quit the piano" after "My son plays the piano"); not when the old text holds more than was ended ("The app
+    supports English and Russian", "takes metformin and lisinopril") or ends something itself; not from another
+    part ("We removed Jira from the web team" after "The mobile team uses Jira"); not "no longer" said with another
+    verb ("Sam no longer lives in Paris" after "Sam works in Paris")."""
     ended = _ended_things(new_doc)
     if not ended or not _one_sentence(old_doc) or not _one_current_value(old_doc, of_several=True):
         return False
@@ -1632,24 +1647,37 @@ def _ends_what_it_holds(old_doc, new_doc) -> bool:
     if old_subject is None or any(map(_of_an_adjective, old_doc)):
         return False  # stopping something ends no "allergic to" nor "fluent in"
     old_root = next(iter(old_doc.sents)).root
-    # the subject itself, or "we" / "I" owning it; not "Priya" for "Priya's team"
-    speakers = {old_subject.lower_, old_subject.lemma_.lower()} | ({owner(old_doc)} & set(FIRST_PERSON.values()))
+    if _ended_things(old_doc) or any(t.dep_ == "conj" and t.head.dep_ in ("dobj", "pobj", "attr") for t in old_doc):
+        return False  # the old text ends something itself, or holds a list ("takes metformin and lisinopril")
+    # the subject itself, or "we" / "I" owning it, unless it is a person ("My son"); not "Priya" for "Priya's team"
+    speakers = {old_subject.lower_, old_subject.lemma_.lower()}
+    if old_subject.lemma_.lower() not in PEOPLE_NOUNS:
+        speakers |= {owner(old_doc)} & set(FIRST_PERSON.values())
+    subject_words = {t.lemma_.lower() for t in old_doc if _in_subject(t)}
     names = _held_names(old_doc, [t for t in old_doc if not _in_subject(t)])
     objects = {t.lemma_.lower() for t in old_doc if t.pos_ == "NOUN" and (
-        (t.dep_ == "dobj" and t.head == old_root) or (t.dep_ == "pobj" and t.head.head == old_root))}
+        (t.dep_ == "dobj" and t.head == old_root) or (t.dep_ == "pobj" and t.head.head == old_root)
+        or (_one_of_several(old_doc) and t.dep_ == "pobj" and t.head.head.dep_ == "attr"))}  # "a member of the club"
     for verb, ender, ended in ended:
+        if _verb_lemma(verb) != "unsubscribe" and any(
+                t.lemma_.lower() not in subject_words for g in _from_objects(verb) for t in g.subtree
+                if t.pos_ in ("NOUN", "PROPN", "ADJ")):
+            continue  # "We removed Jira from the web team" leaves "The mobile team uses Jira"
         ended_thing = [word for word, _ in ended]
         heads = [word for word, is_mark in ended if not is_mark and word.dep_ not in ("compound", "poss")]
         forms = _word_forms_of(ended_thing)
         if _no_longer(verb) and _verb_lemma(verb) not in {_verb_lemma(old_root), "use", "have"}:
             continue  # "Sam no longer lives in Paris" leaves "Sam works in Paris"
-        said_by_the_owner = ender is not None and (ender.lower_ in speakers or FIRST_PERSON.get(ender.lower_) in speakers
-                                                   or (ender.lower_ in ("we", "i") and old_subject.lemma_.lower()
-                                                       in {t.lemma_.lower() for t in new_doc}))
+        said_by_the_owner = ender is not None and (
+            ender.lower_ in speakers or FIRST_PERSON.get(ender.lower_) in speakers
+            or (ender.lower_ in ("we", "i") and old_subject.lemma_.lower() in {t.lemma_.lower() for t in new_doc}))
         if not said_by_the_owner:
             continue
-        if names and names == _held_names(new_doc, ended_thing) and (
-                any(t.lower_ in names or t.lemma_.lower() in RELATION_NOUNS for t in heads)):
+        stopped_the_relation = any((v is verb and _no_longer(verb)) or v.dep_ in ("xcomp", "ccomp")
+                                   for v in [verb, *verb.children] if _verb_lemma(v) == _verb_lemma(old_root))
+        # "Maya stopped leading the Atlas project", "Nina no longer goes to the Tuesday yoga class"
+        if names and names == _held_names(new_doc, ended_thing) and (stopped_the_relation or any(
+                t.lower_ in names or t.lemma_.lower() in RELATION_NOUNS for t in heads)):
             return True  # "left the Sierra Club", "cancelled his Netflix subscription"; not "the Slack notifications"
         if not names and objects and objects <= forms and _verb_lemma(verb) != "leave":
             return True
@@ -1664,11 +1692,18 @@ def _word_forms_of(tokens) -> set[str]:
     return {form for t in tokens for form in (t.lower_, t.lemma_.lower())}
 
 
+def _from_objects(verb) -> list:
+    """The objects of the verb's "from": "removed Russian support *from the app*"."""
+    return [g for c in verb.children if c.dep_ == "prep" and c.lower_ == "from" for g in c.children if g.dep_ == "pobj"]
+
+
 def _ended_things(doc) -> list[tuple]:
-    """(verb, its subject, the words of what it ended, each with whether it marks another) for each ending verb (ENDING_VERBS, "give up") said as
-    done: past or perfect, not negated, not with a modal, not a routine. What it ended is its object with that
-    object's compounds and names, or the object of the verb it stopped ("stopped *taking* metformin"), or of "from"
-    ("unsubscribed from The Daily")."""
+    """(verb, its subject, the words of what it ended, each with whether it marks another word) for each ending
+    verb (ENDING_VERBS, "give up") said as done: past or perfect, not negated, not with a modal, not a routine, not
+    for a while or not for good ("temporarily", "yesterday", "for a week"), and for any verb said with "no longer".
+    What it ended is its object with that object's compounds and names, or the object of the verb it stopped
+    ("stopped *taking* metformin", "stopped volunteering *at the Red Cross*"), or of a preposition of "unsubscribe"
+    or of a verb said with "no longer" ("unsubscribed from The Daily", "no longer goes to the yoga class")."""
     found = []
     for verb in doc:
         lemma = _verb_lemma(verb)
@@ -1676,19 +1711,29 @@ def _ended_things(doc) -> list[tuple]:
         if not (((lemma in ENDING_VERBS or gives_up) and verb.tag_ in ("VBD", "VBN") and not _routine(verb))
                 or (verb.pos_ in ("VERB", "AUX") and _no_longer(verb))):
             continue
-        if any(c.dep_ == "neg" or c.lower_ in POSSIBILITY_MODALS | {"will"} for c in verb.children):
+        if any(c.dep_ == "neg" or c.lower_ in POSSIBILITY_MODALS | NOT_YET_MODALS for c in verb.children):
             continue
         stopped = [c for c in verb.children if c.dep_ in ("xcomp", "ccomp") and c.tag_ == "VBG"]
+        if any(t.lower_ in NOT_FOR_GOOD_WORDS or (_names_a_time(t) or t.lemma_.lower() in TIME_UNITS)
+               and not any(w.lower_ == "ago" for w in c.subtree)
+               for v in [verb, *stopped] for c in v.children if c.dep_ in ("advmod", "npadvmod") for t in c.subtree):
+            continue  # "stopped taking metformin temporarily", "left Berlin yesterday", "nearly left Deloitte";
+            # not "gave up the piano years ago"
         objects = [c for v in [verb, *stopped] for c in v.children if c.dep_ in ("dobj", "nsubjpass")]
-        objects += [g for c in verb.children if c.dep_ == "prep" and (c.lower_ == "from" or _no_longer(verb))
+        objects += [g for c in verb.children if c.dep_ == "prep" and (lemma == "unsubscribe" or _no_longer(verb))
                     for g in c.children if g.dep_ == "pobj"]  # "unsubscribed from X", "no longer goes to X"
+        objects += [g for v in stopped for c in v.children if c.dep_ == "prep" and c.lower_ not in WHILE_PREPOSITIONS
+                    for g in c.children if g.dep_ == "pobj"]  # "stopped volunteering *at the Red Cross*"
         objects = [o for o in objects if o.pos_ != "PRON"]
         value_preps = {o.head for o in objects if o.dep_ == "pobj"}
         if not objects or any(c.dep_ == "prep" and c not in value_preps and c.lower_ != "from"
                               for v in [verb, *stopped] for c in v.children):
             continue  # "stopped drinking coffee *after 2pm*", "dropped Jira *for the hackathon week*": a part of it
-        # the small model reads "the Atlas deploy" as two objects: a name before another object marks it
-        marks = {o for o in objects if any(p.i > o.i and p.head == o.head and p.dep_ == o.dep_ for p in objects)}
+        # the small model reads "the Atlas deploy" as two objects (or "deploy" as a stray verb): a word before
+        # another of the verb's objects marks it
+        marks = {o for o in objects if any(p.head == o.head and ((p.i > o.i and p.dep_ == o.dep_)
+                                                                 or (p.i == o.i + 1 and p.dep_ == "dep"))
+                                           for p in o.head.children)}
         thing = [word for o in objects for word in o.subtree
                  if word is o or word.dep_ in ("compound", "poss", "appos", "nmod", "amod")]
         thing = [(word, word in marks) for word in thing]
@@ -1706,9 +1751,10 @@ def _only_ends(doc) -> bool:
     shared a word with what it ended."""
     root = next(iter(doc.sents)).root
     lemma = _verb_lemma(root)
-    ends = lemma in ENDING_VERBS or (lemma == "give" and any(c.dep_ == "prt" and c.lower_ == "up" for c in root.children))
+    ends = lemma in ENDING_VERBS or (lemma == "give" and any(c.dep_ == "prt" and c.lower_ == "up"
+                                                             for c in root.children))
     return ends and not (any(c.dep_ == "conj" and c.pos_ in ("VERB", "AUX") for c in root.children)
-                         or any(c.dep_ == "prep" and c.lower_ != "from" for c in root.children)  # "left Zalando for ..."
+                         or any(c.dep_ == "prep" and c.lower_ != "from" for c in root.children)  # "left X for Y"
                          or any(t.lower_ in ("now", "instead") for t in doc))
 
 
@@ -1737,6 +1783,17 @@ def _replaces_in_a_role(verb) -> bool:
     return (bool(roles) and not any(g.dep_ == "poss" for role in roles for g in role.children)  # "as her editor"
             and not any(c.dep_ == "prep" and c.lower_ in ("with", "by") for c in verb.children)
             and any(c.dep_ == "nsubj" and (c.pos_ == "PROPN" or _is_name(c.text)) for c in verb.children))
+
+
+def _role_noun(doc) -> str:
+    """The role a role holder's sentence names: "lead" of "Luis is the tech lead of the search team"."""
+    return next(c.lemma_.lower() for c in next(iter(doc.sents)).root.children if c.dep_ == "attr")
+
+
+def _as_role(verb) -> str | None:
+    """The role of "replaced Luis *as tech lead*"."""
+    return next((g.lemma_.lower() for c in verb.children if c.dep_ == "prep" and c.lower_ == "as"
+                 for g in c.children if g.dep_ == "pobj"), None)
 
 
 def _new_holder_of_role(old_doc, new_doc) -> bool:
@@ -1946,7 +2003,8 @@ def _adds_one_more(doc) -> bool:
 
 def _says_as_well(doc) -> bool:
     """"Our docs are now available in German *as well*", "Kenji has started learning Italian *as well*"."""
-    return any(t.lower_ == "as" and t.i + 1 < len(doc) and t.nbor().lower_ == "well" for t in doc)
+    return any(t.lower_ == "as" and t.i + 1 < len(doc) and t.nbor().lower_ == "well"
+               and not (t.i + 2 < len(doc) and t.nbor(2).lower_ == "as") for t in doc)  # not "works as well as Jenkins"
 
 
 def _subject_words(doc) -> set[str]:
@@ -2207,7 +2265,13 @@ def _announces_change(doc) -> bool:
     negated ("the budget has not been set"); a marker ("now", "instead", "no longer", "since", "these days");
     or newness said of the fact itself ("my new manager is Raj", "revision 4 is current"), not of
     something it mentions ("thinks the new logo looks corporate")."""
-    return any(_is_change_verb(t) or _is_marker(t) or _says_newness(t) or _these_days(t) for t in doc)
+    return any(_is_change_verb(t) or _is_marker(t) or _says_newness(t) or _these_days(t) or _as_of(t) for t in doc)
+
+
+def _as_of(token) -> bool:
+    """"*As of* Monday", "as of March 1": from a time on, the fact is another."""
+    return (token.lower_ == "as" and token.i + 2 < len(token.doc) and token.nbor().lower_ == "of"
+            and any(_names_a_time(t) for t in token.nbor().subtree))
 
 
 def _is_marker(token) -> bool:
@@ -2255,6 +2319,8 @@ def _says_how_often(token) -> bool:
 def _is_update_form(token) -> bool:
     """Is the token a form of a change verb ("repinned" of "repin"), or a phrasal change ("took over")?"""
     particles = {child.lower_ for child in token.children if child.dep_ in ("prt", "acomp", "advmod")}
+    if _verb_lemma(token) == "go" and token.i + 1 < len(token.doc) and token.nbor().lower_ in ("up", "down"):
+        return any(t.like_num for t in token.subtree)  # an amount: "went up to $1,950", not "went up to Inverness"
     if any((_verb_lemma(token), particle) in PHRASAL_NON_UPDATES for particle in particles):
         return False
     if _verb_forms(token) & UPDATE_VERBS:
@@ -2355,10 +2421,14 @@ def changed_values(doc, other) -> list:
 def _names_in_one_slot(old_tokens: list, new_tokens: list) -> bool:
     """Are both texts' changed values names in the same slot of their main verbs: "Marta works at Atlassian" /
     "Marta now works at Canva"? The model sets names of one kind far apart (0.18 for these two), so the value
-    test takes them as alike. Not through "with" (one works with several people), nor a name's mark."""
+    test takes them as alike. Only through "at", "to", "on" or "from": "works for Sarah" / "for Acme", "writes in
+    Notion" / "in English" name things of other kinds; "with" takes several people."""
     slots = [{_value_slot(t) for t in tokens} for tokens in (old_tokens, new_tokens)]
     return (all(t.pos_ == "PROPN" for t in [*old_tokens, *new_tokens])
             and slots[0] == slots[1] and len(slots[0]) == 1 and None not in slots[0])
+
+
+NAME_SLOT_PREPOSITIONS = {"at", "to", "on", "from"}
 
 
 def _value_slot(token) -> tuple | None:
@@ -2368,7 +2438,7 @@ def _value_slot(token) -> tuple | None:
     if token.dep_ in ("dobj", "attr") and token.head.dep_ == "ROOT":
         return (token.dep_,)
     if (token.dep_ == "pobj" and token.head.dep_ == "prep" and token.head.head.dep_ == "ROOT"
-            and token.head.lower_ != "with"):
+            and token.head.lower_ in NAME_SLOT_PREPOSITIONS):
         return ("prep", token.head.lower_)
     return None
 
@@ -2480,7 +2550,8 @@ def _one_more_value(old_doc, new_doc) -> bool:
     """Does an announced change add a value to a relation that holds several ("The user speaks French" / "... is
     now learning German"; "Lukas is a member of the chess club" / "Lukas joined a hiking club")? Not when said with
     a change verb other than one that joins ("The user switched from tennis to padel"), with a change verb and
-    "instead" ("... and joined Greenpeace instead"), with "no longer", or naming what it replaced ("now uses Pyright instead of mypy"; a bare "instead" let "The user asked
+    "instead" ("... and joined Greenpeace instead"), with "no longer", or naming what it replaced ("now uses
+    Pyright instead of mypy"; a bare "instead" let "The user asked
     to get the summary email weekly, on Mondays, instead" replace "The summary email should include open pull
     requests"); nor of a relation one person holds at a time (HOLDING_VERBS: "maintains the docs site"). ("Our
     plan includes 10 GB of storage" / "We now get 50 GB" is taken for one more: excusing numbers let "The app now
@@ -2997,7 +3068,9 @@ class YourMemory:
                 if similarity < NAMED_REPLACEMENT_MIN_SIMILARITY:
                     break
                 old_parse = functools.partial(self._stored_parse, memory_id, old_content)
-                if ends_something and speaker(old_content) is None and _ends_what_it_holds(old_parse(), doc):
+                if (ends_something and speaker(old_content) is None
+                        and not (similarity >= DUPLICATE_SIMILARITY and adds_nothing(old_content, content))
+                        and _ends_what_it_holds(old_parse(), doc)):
                     outdated = (memory_id, old_content)  # "Omar stopped taking metformin"
                     break
                 if similarity < UPDATE_MIN_SIMILARITY:
