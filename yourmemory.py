@@ -195,6 +195,8 @@ HOLDING_VERBS = {"own", "maintain", "manage", "lead", "run", "handle", "head", "
 # integration", "Daniel cancelled his Netflix subscription". "leave" only of a name ("left the Sierra Club"; one
 # leaves the office every evening).
 WHILE_PREPOSITIONS = {"for", "during", "until", "till", "after", "before", "since"}  # "for a week before surgery"
+HEDGING_MODALS = {"might", "may", "could"}  # not "should" / "would": "We decided the API should use GraphQL"
+HEDGING_VERBS = {"think", "guess", "believe", "suppose", "assume", "expect", "suspect", "doubt", "wonder", "hope"}
 NOT_YET_MODALS = {"will", "can", "must", "shall", "'ll", "wo", "ca"}  # "will stop", "won't", "can't"
 ENDING_VERBS = {"stop", "quit", "drop", "cancel", "remove", "retire", "discontinue", "ditch", "abandon", "unsubscribe",
                 "leave"}
@@ -1904,7 +1906,16 @@ def _other_relations(old_doc, new_doc) -> bool:
     """Do the two main verbs take their values through different prepositions? "Noor works in
     humanitarian logistics" is another fact than "Noor works at the Red Cross"."""
     old, new = _root_prepositions(old_doc), _root_prepositions(new_doc)
+    if old and new and _value_through_other_preposition(new_doc, old_doc, old) and _value_through_other_preposition(
+            old_doc, new_doc, new):
+        return True  # "We are flying back *from* Osaka on April 17" is another trip than "flying *to* Tokyo on April 3"
     return bool(old) and bool(new) and not old & new
+
+
+def _value_through_other_preposition(doc, other, other_prepositions: set[str]) -> bool:
+    """Does a value of ``doc`` that ``other`` lacks hang from a preposition of the main verb that ``other`` lacks?"""
+    return any(t.dep_ == "pobj" and t.head.head.dep_ == "ROOT" and t.head.lower_ not in other_prepositions
+               for t in changed_values(doc, other))
 
 
 def _past_event(doc) -> bool:
@@ -1999,6 +2010,15 @@ def _adds_one_more(doc) -> bool:
             or (sentence is not None and sentence.root.lemma_.lower() in MANY_VALUED_VERBS
                 and not _replaced_names(doc)  # "... instead of The Daily"
                 and not any(_is_marker(t) and t.lower_ == "longer" for t in doc)))
+
+
+def _hedged(doc) -> bool:
+    """"I think the staging cluster might get upgraded to 1.29 soon": a guess or a possibility, no new value. A
+    main verb of thinking ("I think ..."), or might / may / could anywhere."""
+    root = next(iter(doc.sents), None)
+    return (root is not None and _verb_lemma(root.root) in HEDGING_VERBS
+            and any(c.dep_ == "ccomp" for c in root.root.children)) or any(
+        t.lower_ in HEDGING_MODALS and t.dep_ == "aux" for t in doc)
 
 
 def _says_as_well(doc) -> bool:
@@ -2424,7 +2444,7 @@ def _names_in_one_slot(old_tokens: list, new_tokens: list) -> bool:
     test takes them as alike. Only through "at", "to", "on" or "from": "works for Sarah" / "for Acme", "writes in
     Notion" / "in English" name things of other kinds; "with" takes several people."""
     slots = [{_value_slot(t) for t in tokens} for tokens in (old_tokens, new_tokens)]
-    return (all(t.pos_ == "PROPN" for t in [*old_tokens, *new_tokens])
+    return (all(t.pos_ == "PROPN" or _is_name(t.text) for t in [*old_tokens, *new_tokens])  # "Javier" read as a noun
             and slots[0] == slots[1] and len(slots[0]) == 1 and None not in slots[0])
 
 
@@ -3063,7 +3083,7 @@ class YourMemory:
             neighbours = self._nearest(vector, [caller.scope(visibility)], EDGE_FANOUT)
             comparable = neighbours[:DEDUP_NEIGHBOURS] if visibility in caller.can_read else []
             outdated = None
-            ends_something = speaker(content) is None and bool(_ended_things(doc))
+            ends_something = speaker(content) is None and bool(_ended_things(doc)) and not _hedged(doc)
             for memory_id, similarity, old_content in comparable:
                 if similarity < NAMED_REPLACEMENT_MIN_SIMILARITY:
                     break
@@ -3111,7 +3131,7 @@ class YourMemory:
         restatement must take its value through the same preposition. ``values_alike``: the values the two
         texts do not share must also be of one kind (``_values_alike``), whatever the rule.
         """
-        if speaker(old_content) != speaker(new_content) or _adds_one_more(new_doc):
+        if speaker(old_content) != speaker(new_content) or _adds_one_more(new_doc) or _hedged(new_doc):
             return False
         may_contradict = (similarity >= CONTRADICTION_MIN_SIMILARITY
                           and changed_span(words(old_content), new_doc) is not None)
@@ -3163,7 +3183,7 @@ class YourMemory:
         """Below UPDATE_MIN_SIMILARITY only one kind of change replaces a memory: a done replacement of a name
         that the old memory holds as its one value (``_replaces_what_it_holds``: "We replaced Datadog with
         Grafana" / "Monitoring is done with Datadog"). A quote or a paragraph is a record."""
-        return (speaker(new_content) is None and speaker(old_content) is None
+        return (speaker(new_content) is None and speaker(old_content) is None and not _hedged(new_doc)
                 # asked first (``_replaces_what_it_holds`` asks it again): it reads only the new text, so a store
                 # that replaces nothing never rebuilds its weaker neighbours' parses
                 and _done_replacement(new_doc) is not None and _replaces_what_it_holds(old_parse(), new_doc))
