@@ -194,12 +194,13 @@ HOLDING_VERBS = {"own", "maintain", "manage", "lead", "run", "handle", "head", "
 # Verbs that end a value someone held, said of it by name: "Omar stopped taking metformin", "We dropped the Slack
 # integration", "Daniel cancelled his Netflix subscription". "leave" only of a name ("left the Sierra Club"; one
 # leaves the office every evening).
-WHILE_PREPOSITIONS = {"for", "during", "until", "till", "after", "before", "since"}  # "for a week before surgery"
-HEDGING_MODALS = {"might", "may", "could"}  # not "should" / "would": "We decided the API should use GraphQL"
-HEDGING_VERBS = {"think", "guess", "believe", "suppose", "assume", "expect", "suspect", "doubt", "wonder", "hope"}
-NOT_YET_MODALS = {"will", "can", "must", "shall", "'ll", "wo", "ca"}  # "will stop", "won't", "can't"
 ENDING_VERBS = {"stop", "quit", "drop", "cancel", "remove", "retire", "discontinue", "ditch", "abandon", "unsubscribe",
                 "leave"}
+NOT_YET_MODALS = {"will", "can", "must", "shall", "'ll", "wo", "ca"}  # "will stop", "won't", "can't": not done
+WHILE_PREPOSITIONS = {"for", "during", "until", "till", "after", "before", "since"}  # "for a week before surgery"
+# A guess or a possibility states no new value: "I think the cluster might get upgraded to 1.29 soon".
+HEDGING_MODALS = {"might", "may", "could"}  # not "should" / "would": "We decided the API should use GraphQL"
+HEDGING_VERBS = {"think", "guess", "believe", "suppose", "assume", "expect", "suspect", "doubt", "wonder", "hope"}
 # People one speaks of as "my ..." / "our ...": their facts are theirs, not the speaker's ("I quit the piano" leaves
 # "My son plays the piano").
 PEOPLE_NOUNS = {"son", "daughter", "husband", "wife", "partner", "sister", "brother", "mother", "mom", "mum", "father",
@@ -1716,8 +1717,8 @@ def _ended_things(doc) -> list[tuple]:
         if any(c.dep_ == "neg" or c.lower_ in POSSIBILITY_MODALS | NOT_YET_MODALS for c in verb.children):
             continue
         stopped = [c for c in verb.children if c.dep_ in ("xcomp", "ccomp") and c.tag_ == "VBG"]
-        if any(t.lower_ in NOT_FOR_GOOD_WORDS or (_names_a_time(t) or t.lemma_.lower() in TIME_UNITS)
-               and not any(w.lower_ == "ago" for w in c.subtree)
+        if any(t.lower_ in NOT_FOR_GOOD_WORDS or ((_names_a_time(t) or t.lemma_.lower() in TIME_UNITS)
+                                                  and not any(w.lower_ == "ago" for w in c.subtree))
                for v in [verb, *stopped] for c in v.children if c.dep_ in ("advmod", "npadvmod") for t in c.subtree):
             continue  # "stopped taking metformin temporarily", "left Berlin yesterday", "nearly left Deloitte";
             # not "gave up the piano years ago"
@@ -1904,11 +1905,13 @@ def restates_value(old_doc, new_doc) -> bool:
 
 def _other_relations(old_doc, new_doc) -> bool:
     """Do the two main verbs take their values through different prepositions? "Noor works in
-    humanitarian logistics" is another fact than "Noor works at the Red Cross"."""
+    humanitarian logistics" is another fact than "Noor works at the Red Cross". So does each text, where it has
+    a value through a preposition the other lacks: "We are flying from Osaka on April 17" / "... to Tokyo on
+    April 3"."""
     old, new = _root_prepositions(old_doc), _root_prepositions(new_doc)
     if old and new and _value_through_other_preposition(new_doc, old_doc, old) and _value_through_other_preposition(
             old_doc, new_doc, new):
-        return True  # "We are flying back *from* Osaka on April 17" is another trip than "flying *to* Tokyo on April 3"
+        return True  # another trip
     return bool(old) and bool(new) and not old & new
 
 
@@ -2003,8 +2006,9 @@ def _narrower_case(old_doc, new_doc) -> bool:
 
 
 def _adds_one_more(doc) -> bool:
-    """"We had *another* outage", "We now *also* use Sentry", "Our CI runs on Buildkite *too*", "The app
-    (now) supports Spanish": one more of a kind, or a relation that holds several values, not a new value."""
+    """"We had *another* outage", "We now *also* use Sentry", "Our CI runs on Buildkite *too*", "... in German *as
+    well*", "The app (now) supports Spanish": one more of a kind, or a relation that holds several values, not a new
+    value; unless it names what it replaced or says "no longer" ("now supports Spanish instead of English")."""
     sentence = next(iter(doc.sents), None)
     return (any(t.lower_ in ADDITION_WORDS for t in doc) or _says_as_well(doc)
             or (sentence is not None and sentence.root.lemma_.lower() in MANY_VALUED_VERBS
@@ -2015,10 +2019,10 @@ def _adds_one_more(doc) -> bool:
 def _hedged(doc) -> bool:
     """"I think the staging cluster might get upgraded to 1.29 soon": a guess or a possibility, no new value. A
     main verb of thinking ("I think ..."), or might / may / could anywhere."""
-    root = next(iter(doc.sents), None)
-    return (root is not None and _verb_lemma(root.root) in HEDGING_VERBS
-            and any(c.dep_ == "ccomp" for c in root.root.children)) or any(
-        t.lower_ in HEDGING_MODALS and t.dep_ == "aux" for t in doc)
+    sentence = next(iter(doc.sents), None)
+    thinks = (sentence is not None and _verb_lemma(sentence.root) in HEDGING_VERBS
+              and any(c.dep_ == "ccomp" for c in sentence.root.children))
+    return thinks or any(t.lower_ in HEDGING_MODALS and t.dep_ == "aux" for t in doc)
 
 
 def _says_as_well(doc) -> bool:
@@ -2571,11 +2575,11 @@ def _one_more_value(old_doc, new_doc) -> bool:
     now learning German"; "Lukas is a member of the chess club" / "Lukas joined a hiking club")? Not when said with
     a change verb other than one that joins ("The user switched from tennis to padel"), with a change verb and
     "instead" ("... and joined Greenpeace instead"), with "no longer", or naming what it replaced ("now uses
-    Pyright instead of mypy"; a bare "instead" let "The user asked
-    to get the summary email weekly, on Mondays, instead" replace "The summary email should include open pull
-    requests"); nor of a relation one person holds at a time (HOLDING_VERBS: "maintains the docs site"). ("Our
-    plan includes 10 GB of storage" / "We now get 50 GB" is taken for one more: excusing numbers let "The app now
-    requires Android 12" replace "The app supports iOS 16 and later".)"""
+    Pyright instead of mypy"; a bare "instead" let "The user asked to get the summary email weekly, on Mondays,
+    instead" replace "The summary email should include open pull requests"); nor of a relation one person holds at
+    a time (HOLDING_VERBS: "maintains the docs site"). ("Our plan includes 10 GB of storage" / "We now get 50 GB" is
+    taken for one more: excusing numbers let "The app now requires Android 12" replace "The app supports iOS 16 and
+    later".)"""
     old_root, new_root = (next(iter(doc.sents)).root for doc in (old_doc, new_doc))
     changed_instead = any(t.lower_ == "instead" for t in new_doc) and any(  # "... and joined Greenpeace instead"
         _is_update_form(v) for v in [new_root, *(c for c in new_root.children if c.dep_ == "conj")])
@@ -3128,8 +3132,9 @@ class YourMemory:
         does a very similar statement giving the same subject another value ("standup is at 9:45").
         Superseding hides the old memory, so a store asks more than recall's newer-first step: an
         announced change that names what it replaced must replace a memory that mentions it, and a
-        restatement must take its value through the same preposition. ``values_alike``: the values the two
-        texts do not share must also be of one kind (``_values_alike``), whatever the rule.
+        restatement must take its value through the same preposition. A guess ("I think ... might") states no
+        value. ``values_alike``: the values the two texts do not share must also be of one kind
+        (``_values_alike``), whatever the rule.
         """
         if speaker(old_content) != speaker(new_content) or _adds_one_more(new_doc) or _hedged(new_doc):
             return False
