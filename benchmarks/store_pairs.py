@@ -3,6 +3,7 @@
     python benchmarks/store_pairs.py
     python benchmarks/store_pairs.py --cases benchmarks/store_pairs_holdout.json --out store_pairs_holdout.json
     python benchmarks/store_pairs.py --cases benchmarks/store_pairs_holdout2.json --out store_pairs_holdout2.json
+    python benchmarks/store_pairs.py --cases benchmarks/store_pairs_several.json --out store_pairs_several.json
 
 Cases: benchmarks/store_pairs.json, from a helper who wrote realistic memory streams (a developer's
 project, a family assistant) and reported what went wrong, plus a few updates the product already got
@@ -16,7 +17,9 @@ These cases were seen while the store rules were mended (2026-12-01): they measu
 not held-out behaviour; the stale-fact files do that. store_pairs_holdout.json and
 store_pairs_holdout2.json (2026-12-02) were written by a helper who had not read the rules, the
 code or the other cases: the first was then read while the rules were mended, the second is run
-only to measure (do not read its records).
+only to measure (do not read its records). store_pairs_several.json (the same day, by another such
+helper) holds relations of several values ("Omar is allergic to penicillin" / "... also to peanuts")
+and updates that end one; it was read while mending.
 """
 from __future__ import annotations
 
@@ -39,6 +42,8 @@ def main() -> None:
     parser.add_argument("--out", default="store_pairs.json",
                         help="results file name under benchmarks/results/ (default store_pairs.json)")
     args = parser.parse_args()
+    if not Path(args.cases).is_file():
+        parser.error(f"--cases: no such file: {args.cases}")
     cases = json.loads(Path(args.cases).read_text(encoding="utf-8"))
     embedder = yourmemory.Embedder().load()
     records, summary = [], {}
