@@ -1657,7 +1657,7 @@ def _ends_what_it_holds(old_doc, new_doc) -> bool:
     if old_subject.lemma_.lower() not in PEOPLE_NOUNS:
         speakers |= {owner(old_doc)} & set(FIRST_PERSON.values())
     subject_words = {t.lemma_.lower() for t in old_doc if _in_subject(t)}
-    names = _held_names(old_doc, [t for t in old_doc if not _in_subject(t)])
+    names = _held_names(t for t in old_doc if not _in_subject(t))
     objects = {t.lemma_.lower() for t in old_doc if t.pos_ == "NOUN" and (
         (t.dep_ == "dobj" and t.head == old_root) or (t.dep_ == "pobj" and t.head.head == old_root)
         or (_one_of_several(old_doc) and t.dep_ == "pobj" and t.head.head.dep_ == "attr"))}  # "a member of the club"
@@ -1668,7 +1668,7 @@ def _ends_what_it_holds(old_doc, new_doc) -> bool:
             continue  # "We removed Jira from the web team" leaves "The mobile team uses Jira"
         ended_thing = [word for word, _ in ended]
         heads = [word for word, is_mark in ended if not is_mark and word.dep_ not in ("compound", "poss")]
-        forms = _word_forms_of(ended_thing)
+        forms = _word_forms(ended_thing)
         if _no_longer(verb) and _verb_lemma(verb) not in {_verb_lemma(old_root), "use", "have"}:
             continue  # "Sam no longer lives in Paris" leaves "Sam works in Paris"
         said_by_the_owner = ender is not None and (
@@ -1679,7 +1679,7 @@ def _ends_what_it_holds(old_doc, new_doc) -> bool:
         stopped_the_relation = any((v is verb and _no_longer(verb)) or v.dep_ in ("xcomp", "ccomp")
                                    for v in [verb, *verb.children] if _verb_lemma(v) == _verb_lemma(old_root))
         # "Maya stopped leading the Atlas project", "Nina no longer goes to the Tuesday yoga class"
-        if names and names == _held_names(new_doc, ended_thing) and (stopped_the_relation or any(
+        if names and names == _held_names(ended_thing) and (stopped_the_relation or any(
                 t.lower_ in names or t.lemma_.lower() in RELATION_NOUNS for t in heads)):
             return True  # "left the Sierra Club", "cancelled his Netflix subscription"; not "the Slack notifications"
         if not names and objects and objects <= forms and _verb_lemma(verb) != "leave":
@@ -1687,12 +1687,8 @@ def _ends_what_it_holds(old_doc, new_doc) -> bool:
     return False
 
 
-def _held_names(doc, tokens) -> set[str]:
+def _held_names(tokens) -> set[str]:
     return {t.lower_ for t in tokens if not t.is_stop and (t.pos_ in ("PROPN", "NUM") or _is_name(t.text))}
-
-
-def _word_forms_of(tokens) -> set[str]:
-    return {form for t in tokens for form in (t.lower_, t.lemma_.lower())}
 
 
 def _from_objects(verb) -> list:
@@ -1710,8 +1706,7 @@ def _ended_things(doc) -> list[tuple]:
     found = []
     for verb in doc:
         lemma = _verb_lemma(verb)
-        gives_up = lemma == "give" and any(c.dep_ == "prt" and c.lower_ == "up" for c in verb.children)
-        if not (((lemma in ENDING_VERBS or gives_up) and verb.tag_ in ("VBD", "VBN") and not _routine(verb))
+        if not ((_is_ending_verb(verb) and verb.tag_ in ("VBD", "VBN") and not _routine(verb))
                 or (verb.pos_ in ("VERB", "AUX") and _no_longer(verb))):
             continue
         if any(c.dep_ == "neg" or c.lower_ in POSSIBILITY_MODALS | NOT_YET_MODALS for c in verb.children):
@@ -1753,12 +1748,20 @@ def _only_ends(doc) -> bool:
     Then only ``_ends_what_it_holds`` may replace an older fact: as an announced change, it replaced whatever
     shared a word with what it ended."""
     root = next(iter(doc.sents)).root
-    lemma = _verb_lemma(root)
-    ends = lemma in ENDING_VERBS or (lemma == "give" and any(c.dep_ == "prt" and c.lower_ == "up"
-                                                             for c in root.children))
-    return ends and not (any(c.dep_ == "conj" and c.pos_ in ("VERB", "AUX") for c in root.children)
+    return _is_ending_verb(root) and not (any(c.dep_ == "conj" and c.pos_ in ("VERB", "AUX") for c in root.children)
                          or any(c.dep_ == "prep" and c.lower_ != "from" for c in root.children)  # "left X for Y"
                          or any(t.lower_ in ("now", "instead") for t in doc))
+
+
+def _is_ending_verb(verb) -> bool:
+    """One of ENDING_VERBS, or "give up"."""
+    return _verb_lemma(verb) in ENDING_VERBS or (_verb_lemma(verb) == "give" and any(
+        c.dep_ == "prt" and c.lower_ == "up" for c in verb.children))
+
+
+def _says_no_longer(doc) -> bool:
+    """"no longer" anywhere in the text (the parser may hang it on any verb)."""
+    return any(_is_marker(t) and t.lower_ == "longer" for t in doc)
 
 
 def _no_longer(verb) -> bool:
@@ -2013,7 +2016,7 @@ def _adds_one_more(doc) -> bool:
     return (any(t.lower_ in ADDITION_WORDS for t in doc) or _says_as_well(doc)
             or (sentence is not None and sentence.root.lemma_.lower() in MANY_VALUED_VERBS
                 and not _replaced_names(doc)  # "... instead of The Daily"
-                and not any(_is_marker(t) and t.lower_ == "longer" for t in doc)))
+                and not _says_no_longer(doc)))
 
 
 def _hedged(doc) -> bool:
@@ -2584,7 +2587,7 @@ def _one_more_value(old_doc, new_doc) -> bool:
     changed_instead = any(t.lower_ == "instead" for t in new_doc) and any(  # "... and joined Greenpeace instead"
         _is_update_form(v) for v in [new_root, *(c for c in new_root.children if c.dep_ == "conj")])
     ends_the_old = ((_is_update_form(new_root) and _verb_lemma(new_root) not in JOINING_VERBS) or changed_instead
-                    or bool(_replaced_names(new_doc)) or any(_is_marker(t) and t.lower_ == "longer" for t in new_doc))
+                    or bool(_replaced_names(new_doc)) or _says_no_longer(new_doc))
     return (_verb_lemma(old_root) in MANY_VALUED_VERBS - HOLDING_VERBS or _one_of_several(old_doc)) and not ends_the_old
 
 
