@@ -1443,6 +1443,11 @@ def strip_speaker(text: str) -> str:
     return _SPEAKER.sub("", text, count=1)
 
 
+# A store asks the same questions of its new text once per neighbour it compares: those that read one parse
+# alone are answered once per parse (a parse is read-only once made, so the object itself is the key).
+of_one_parse = functools.lru_cache(maxsize=64)
+
+
 @functools.lru_cache(maxsize=1024)
 def parse(text: str):
     """spaCy's parse of a memory text (without its speaker), read-only once made.
@@ -1503,8 +1508,10 @@ def _model_name() -> str:
     return f"{meta['lang']}_{meta['name']}-{meta['version']}"
 
 
+@functools.lru_cache(maxsize=1024)
 def words(text: str):
-    """The words ``parse`` would see, from spaCy's tokenizer alone (a fraction of a parse's cost)."""
+    """The words ``parse`` would see, from spaCy's tokenizer alone (a fraction of a parse's cost); cached and
+    read-only, like ``parse``: a store compares the same recent neighbours as the store before it."""
     return nlp().tokenizer(strip_speaker(text)[:2000])
 
 
@@ -1588,9 +1595,10 @@ def changed_span(old_tokens, new_tokens) -> tuple[list, list] | None:
     Needs only the tokenizer's words (``words``), so a store can rule out most contradictions
     without parsing the older text.
     """
-    old = [t for t in old_tokens if not (t.is_punct or t.is_space)]
-    new = [t for t in new_tokens if not (t.is_punct or t.is_space)]
-    matcher = difflib.SequenceMatcher(a=[t.lower_ for t in old], b=[t.lower_ for t in new], autojunk=False)
+    (old, old_words), (new, new_words) = _compared_words(old_tokens), _compared_words(new_tokens)
+    if max(len(old_words), len(new_words)) - _shared_ends(old_words, new_words) > MAX_CHANGED_TOKENS:
+        return None  # decided without the matcher, which takes most of the time of a store's rules
+    matcher = difflib.SequenceMatcher(a=old_words, b=new_words, autojunk=False)
     changes = [op for op in matcher.get_opcodes() if op[0] != "equal"]
     if len(changes) != 1 or changes[0][0] != "replace":
         return None
@@ -1598,6 +1606,22 @@ def changed_span(old_tokens, new_tokens) -> tuple[list, list] | None:
     if max(i2 - i1, j2 - j1) > MAX_CHANGED_TOKENS:
         return None
     return old[i1:i2], new[j1:j2]
+
+
+def _shared_ends(old_words: list[str], new_words: list[str]) -> int:
+    """How many words two texts can have outside one changed span: their common start and common end, at most
+    the shorter text. A single change leaves the rest as one common start and one common end, never more."""
+    shorter = min(len(old_words), len(new_words))
+    start = next((i for i in range(shorter) if old_words[i] != new_words[i]), shorter)
+    end = next((i for i in range(shorter) if old_words[-1 - i] != new_words[-1 - i]), shorter)
+    return min(start + end, shorter)
+
+
+@of_one_parse
+def _compared_words(tokens) -> tuple[list, list[str]]:
+    """A text's word tokens, punctuation and spaces left out, and their lower-case forms."""
+    kept = [t for t in tokens if not (t.is_punct or t.is_space)]
+    return kept, [t.lower_ for t in kept]
 
 
 def announces_update(old_doc, new_doc) -> bool:
@@ -1742,6 +1766,7 @@ def _ended_things(doc) -> list[tuple]:
     return found
 
 
+@of_one_parse
 def _only_ends(doc) -> bool:
     """Does the text only end something ("Maya stopped the Atlas deploy", "We dropped the Jenkins nightly job",
     "Ben quit his tennis club"), with no new value: no second verb, no "now" or "instead", nothing left *for*?
@@ -2008,6 +2033,7 @@ def _narrower_case(old_doc, new_doc) -> bool:
     return sum(1 for part, words in new_parts.items() if words and old_parts.get(part, words) != words) > 1
 
 
+@of_one_parse
 def _adds_one_more(doc) -> bool:
     """"We had *another* outage", "We now *also* use Sentry", "Our CI runs on Buildkite *too*", "... in German *as
     well*", "The app (now) supports Spanish": one more of a kind, or a relation that holds several values, not a new
@@ -2019,6 +2045,7 @@ def _adds_one_more(doc) -> bool:
                 and not _says_no_longer(doc)))
 
 
+@of_one_parse
 def _hedged(doc) -> bool:
     """"I think the staging cluster might get upgraded to 1.29 soon": a guess or a possibility, no new value. A
     main verb of thinking ("I think ..."), or might / may / could anywhere."""
@@ -2283,10 +2310,12 @@ def _rival_marks(old_marks: set[str], new_marks: set[str]) -> bool:
     return bool(old_marks) and bool(new_marks) and not (old_marks <= new_marks or new_marks <= old_marks)
 
 
+@of_one_parse
 def _one_sentence(doc) -> bool:
     return sum(1 for sentence in doc.sents if any(t.is_alpha for t in sentence)) == 1
 
 
+@of_one_parse
 def _announces_change(doc) -> bool:
     """A change verb that is the main verb, or joined to it ("left Stripe and joined Lumen"), and not
     negated ("the budget has not been set"); a marker ("now", "instead", "no longer", "since", "these days");

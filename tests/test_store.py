@@ -453,6 +453,25 @@ def test_an_older_memory_without_a_usable_parse_is_parsed_once_and_its_parse_kep
     assert yourmemory.rebuilt("We deploy the API on Heroku", kept) is not None
 
 
+@pytest.mark.parametrize("old, new, span", [
+    ("Standup is at 9:30 every day", "Standup is at 10:00 every day", (["9:30"], ["10:00"])),
+    ("Postgres is our main database", "MySQL is our main database", (["Postgres"], ["MySQL"])),
+    ("Our main database is Postgres.", "Our main database is MySQL 8.", (["Postgres"], ["MySQL", "8"])),
+    ("the cat saw the cat", "the cat saw the dog", (["cat"], ["dog"])),  # a word repeated at both ends
+    ("a b a", "a c a", (["b"], ["c"])),
+    ("We use one two three four now", "We use five six seven eight now", (["one", "two", "three", "four"],
+                                                                          ["five", "six", "seven", "eight"])),
+    ("We use one two three four five now", "We use six seven eight nine ten now", None),  # too long a change
+    ("Standup is at 9:30", "Standup is at 9:30 sharp", None),  # only an addition
+    ("Standup is at 9:30", "standup is at 9:30!", None),  # no change at all
+    ("Standup is at 9:30 on Monday", "Standup is at 10:00 on Friday", None),  # two changes
+])
+def test_a_word_for_word_change_is_one_short_span(old, new, span):
+    """The word-for-word rule's first step, from the tokenizer's words alone (punctuation and case left aside)."""
+    found = yourmemory.changed_span(yourmemory.words(old), yourmemory.words(new))
+    assert (found if found is None else tuple([t.text for t in side] for side in found)) == span
+
+
 def test_a_near_identical_statement_with_another_value_supersedes_unannounced(memory):
     first = memory.store("The nightly build starts at 02:00")
     second = memory.store("The nightly build kicks off at 03:30")
