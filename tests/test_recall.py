@@ -106,6 +106,38 @@ def test_graph_expansion_comes_from_a_recursive_walk(memory):
         assert c["id"] in reached
 
 
+def test_each_memory_keeps_only_its_ten_strongest_links(memory, embedder):
+    """A chatty topic grows no hub: past EDGE_FANOUT links, a memory keeps its strongest, whichever store made them.
+    A store links the new memory both ways to those of its EDGE_FANOUT nearest at cosine >= EDGE_MIN_SIMILARITY,
+    weighted by cosine times the verb weight of the new memory."""
+    texts = [f"The checkout service on host {n} {verb} the Redis cache" for n, verb in zip(
+        range(14), ["uses", "needs", "crashes on", "depends on", "talks to", "warms", "fills", "reads from",
+                    "writes to", "flushes", "pings", "watches", "restarts", "caches in"])]
+    stored = [memory.store(text, importance=0.6) for text in texts]
+    assert {result["action"] for result in stored} == {"store"}
+    ids = [result["id"] for result in stored]
+    vectors = {i: embedder.embed_one(text) for i, text in zip(ids, texts)}
+    weights = {i: yourmemory.verb_weight(yourmemory.main_predicate(yourmemory.parse(text)))
+               for i, text in zip(ids, texts)}
+    cosine = {(a, b): float(vectors[a] @ vectors[b]) for a in ids for b in ids}
+    links = {i: {} for i in ids}  # every link the stores made, by source
+    for place, new in enumerate(ids):
+        nearest = sorted(ids[:place], key=lambda old: cosine[new, old], reverse=True)[:yourmemory.EDGE_FANOUT]
+        for old in nearest:
+            if cosine[new, old] >= yourmemory.EDGE_MIN_SIMILARITY:
+                links[new][old] = links[old][new] = round(cosine[new, old] * weights[new], 6)
+    crowded = [i for i in ids if len(links[i]) > yourmemory.EDGE_FANOUT]
+    assert len(crowded) >= 5, "too few memories with more links than places for this test to mean anything"
+    for source in ids:
+        kept = dict(memory.db.execute("SELECT target_id, weight FROM memory_edges WHERE source_id = ?", (source,)))
+        made = links[source]
+        assert len(kept) == min(len(made), yourmemory.EDGE_FANOUT) and set(kept) <= set(made)
+        assert kept == pytest.approx({target: made[target] for target in kept}, abs=1e-5)
+        dropped = set(made) - set(kept)
+        assert min(kept.values()) >= max((made[target] for target in dropped), default=0) - 1e-5, \
+            f"memory {source} dropped a stronger link than one it kept"
+
+
 def test_users_do_not_see_each_others_memories(memory):
     memory.store("Ada's locker code is 4711")
     memory.store("Bob's locker code is 1234", user_id="bob")
