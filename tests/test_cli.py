@@ -263,3 +263,31 @@ def test_a_blank_user_in_the_environment_is_refused_not_taken_for_the_default(tm
     result = subprocess.run([installed_entry_point(), "stats"], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.startswith("yourmemory: error: YOURMEMORY_USER: must not be blank"), result.stderr
+
+
+SHOW_THE_PARSE_SETUP = """
+import json, sys, yourmemory
+code = yourmemory.main(sys.argv[1:])
+print(json.dumps({"code": code, "threads": yourmemory.openblas_threads(),
+                  "blis": yourmemory.nlp().get_pipe("tok2vec").model.ops.use_blis}))
+"""
+
+
+@pytest.mark.parametrize("variable, threads, blis", [(None, 1, False), ("2", 2, True)])
+def test_import_parses_through_one_openblas_thread_unless_the_environment_sets_a_count(
+        tmp_path, embedder, variable, threads, blis):
+    """`serve` and `import` own their process: numpy's OpenBLAS gets one thread, and spaCy's matrix products go
+    through it rather than through its bundled blis (faster stores); OPENBLAS_NUM_THREADS, if set, is obeyed."""
+    if yourmemory.openblas_threads() is None:
+        pytest.skip("this numpy has no OpenBLAS of its own (Accelerate, MKL): nothing to hold to one thread")
+    with YourMemory(tmp_path / "source.db", user=USER, embedder=embedder) as source:
+        source.store("The release train leaves every second Thursday")
+        (tmp_path / "memories.jsonl").write_text(yourmemory.export_records(source, "memories"), encoding="utf-8")
+    env = {key: value for key, value in os.environ.items() if key != "OPENBLAS_NUM_THREADS"}
+    env.update({"YOURMEMORY_DB": str(tmp_path / "memory.db"), "YOURMEMORY_USER": USER,
+                "YOURMEMORY_HOME": str(tmp_path / "home"), **({"OPENBLAS_NUM_THREADS": variable} if variable else {})})
+    result = subprocess.run([sys.executable, "-c", SHOW_THE_PARSE_SETUP, "import", str(tmp_path / "memories.jsonl")],
+                            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "lessons, 1 memories;" in result.stdout, result.stdout
+    assert json.loads(result.stdout.splitlines()[-1]) == {"code": 0, "threads": threads, "blis": blis}

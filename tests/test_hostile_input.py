@@ -1142,3 +1142,12 @@ def test_long_run_reached_ten_thousand_cases():
     total = sum(CASES.values())
     print(f"hostile cases run: {total:,} ({dict(CASES)})")
     assert total >= LONG_TOTAL, f"only {total:,} hostile cases ran: {dict(CASES)}"
+
+
+@pytest.mark.parametrize("count", [0, -1, 1.5, "2", True, None, 10**6])
+def test_a_bad_thread_count_is_refused_naming_it_and_changes_nothing(count):
+    before = yourmemory.openblas_threads()
+    with pytest.raises(yourmemory.InvalidInput) as refused:
+        yourmemory.set_openblas_threads(count)
+    assert refused.value.field == "count" and "whole number of threads" in str(refused.value)
+    assert yourmemory.openblas_threads() == before

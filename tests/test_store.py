@@ -1,11 +1,18 @@
 """Storing: validation, questions, categories, duplicates, contradictions, edges, updates, forgetting."""
+import json
 import math
+import os
+import subprocess
+import sys
 import zlib
+from pathlib import Path
 
 import pytest
 
 import yourmemory
 from yourmemory import InvalidInput, NotFound, YourMemory
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def count_rows(memory, table):
@@ -470,6 +477,37 @@ def test_a_word_for_word_change_is_one_short_span(old, new, span):
     """The word-for-word rule's first step, from the tokenizer's words alone (punctuation and case left aside)."""
     found = yourmemory.changed_span(yourmemory.words(old), yourmemory.words(new))
     assert (found if found is None else tuple([t.text for t in side] for side in found)) == span
+
+
+PARSE_EVERY_TEXT = """
+import json, sys, hashlib, yourmemory
+if sys.argv[1] == "one thread":
+    yourmemory.set_openblas_threads(1)  # as `serve` and `import` do
+texts = json.load(sys.stdin)
+print(json.dumps({"blis": yourmemory.nlp().get_pipe("tok2vec").model.ops.use_blis,
+                  "parses": [hashlib.sha256(yourmemory.parse_record(yourmemory.parse(t))).hexdigest() for t in texts]}))
+"""
+
+
+def test_a_text_parses_the_same_through_numpys_openblas_as_through_spacys_blis():
+    """The server parses through numpy's OpenBLAS on one thread, a library by default through spaCy's blis. A
+    stored parse must not depend on which (the rules would read two grammars of one text): every text of the
+    store-pair benchmark, parsed both ways in two processes, gives the same record."""
+    if yourmemory.openblas_threads() is None:
+        pytest.skip("this numpy has no OpenBLAS of its own: its stores always parse through blis")
+    pairs = json.loads((ROOT / "benchmarks" / "store_pairs_holdout.json").read_text(encoding="utf-8"))
+    texts = sorted({text for group in pairs.values() for pair in group for text in pair})
+    assert len(texts) > 200
+    env = {key: value for key, value in os.environ.items() if key != "OPENBLAS_NUM_THREADS"}
+    runs = {way: json.loads(subprocess.run([sys.executable, "-c", PARSE_EVERY_TEXT, way], input=json.dumps(texts),
+                                           env=env, capture_output=True, text=True, timeout=600, check=True).stdout)
+            for way in ("one thread", "as numpy starts")}
+    if not runs["as numpy starts"]["blis"]:
+        pytest.skip("numpy's OpenBLAS starts with one thread here (one core): both ways are the same")
+    assert not runs["one thread"]["blis"]
+    differ = [text for text, a, b in zip(texts, runs["one thread"]["parses"], runs["as numpy starts"]["parses"])
+              if a != b]
+    assert not differ, f"{len(differ)} texts parse differently, first: {differ[0]!r}"
 
 
 def test_a_near_identical_statement_with_another_value_supersedes_unannounced(memory):
