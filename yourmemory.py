@@ -1606,6 +1606,8 @@ def contradicts(old_doc, new_doc) -> bool:
         return False
     if _numeric(spans[0]) != _numeric(spans[1]):
         return False  # "uses React 17" is not a new value of "uses React Router for navigation"
+    if any(map(_names_a_time, spans[0])) != any(map(_names_a_time, spans[1])):
+        return False  # "works at night" is not a new value of "works at Google": a time is another slot
     new_relations = {t.lower_ for t in spans[1] if t.pos_ == "ADP"}
     if new_relations and new_relations != {t.lower_ for t in spans[0] if t.pos_ == "ADP"}:
         return False  # "is allergic to peanuts" is not a new value of "is vegetarian", nor "works in

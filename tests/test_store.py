@@ -711,6 +711,7 @@ def test_a_sentence_read_as_a_noun_phrase_still_takes_a_new_value(memory, old, n
     ("The web server listens on port 3000", "The API server moved to port 8080"),  # another server
     ("The dashboard uses React Router for navigation", "We upgraded the dashboard to React 18"),  # a version
     ("The dashboard uses React Router for navigation", "The dashboard uses React 18"),  # is not a router
+    ("Ana works at Google", "Ana works at night"),  # when she works is not where (cosine 0.62, word for word)
 ])
 def test_a_denied_change_or_a_value_of_another_kind_supersedes_nothing(memory, old, new):
     memory.store(old)
