@@ -1991,10 +1991,14 @@ def _other_relations(old_doc, new_doc) -> bool:
     a value through a preposition the other lacks: "We are flying from Osaka on April 17" / "... to Tokyo on
     April 3"."""
     old, new = _root_prepositions(old_doc), _root_prepositions(new_doc)
-    if old and new and _value_through_other_preposition(new_doc, old_doc, old) and _value_through_other_preposition(
-            old_doc, new_doc, new):
-        return True  # another trip
-    return bool(old) and bool(new) and not old & new
+    if old and new and not old & new:
+        return True
+    if main_predicate(old_doc) is not None and main_predicate(old_doc) == main_predicate(new_doc):
+        # one change verb both times: its prepositions tell too ("The shuttle leaves for the airport at 9:00" /
+        # "... leaves from the hotel at 9:30")
+        old, new = _root_prepositions(old_doc, always=True), _root_prepositions(new_doc, always=True)
+    return bool(old and new and _value_through_other_preposition(new_doc, old_doc, old)
+                and _value_through_other_preposition(old_doc, new_doc, new))  # another trip
 
 
 def _value_through_other_preposition(doc, other, other_prepositions: set[str]) -> bool:
@@ -2021,10 +2025,11 @@ def _said_in_the_past(doc) -> bool:
     return root is not None and root.tag_ == "VBD" and root.lemma_.lower() != root.lower_
 
 
-def _root_prepositions(doc) -> set[str]:
-    """The prepositions of the main verb; none for a change verb ("was upgraded to 3.11" is "is on 3.11")."""
+def _root_prepositions(doc, *, always: bool = False) -> set[str]:
+    """The prepositions of the main verb; none for a change verb ("was upgraded to 3.11" is "is on 3.11")
+    unless ``always``."""
     sentence = next(iter(doc.sents), None)
-    if sentence is None or _is_update_form(sentence.root):
+    if sentence is None or (_is_update_form(sentence.root) and not always):
         return set()
     root = sentence.root
     return {child.lower_ for child in root.children if child.dep_ == "prep"}

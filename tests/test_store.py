@@ -232,6 +232,8 @@ def test_an_announced_change_in_other_words_supersedes(memory, old, new):
     ("The staging cluster runs Kubernetes 1.27.",
      "I think the staging cluster might get upgraded to Kubernetes 1.29 soon."),  # a guess (cosine 0.85)
     ("We are flying to Tokyo on April 3.", "We are flying from Osaka on April 17."),  # to / from: another trip
+    ("The shuttle leaves for the airport at 9:00.", "The shuttle leaves from the hotel at 9:30."),  # a change verb,
+    # but the same one both times: for / from tell two rides (cosine 0.88)
     # names after another preposition are not of one kind: a person / a company, a tool / a language
     ("Tom works for Acme.", "Tom now works for Sarah."),
     ("Mia writes in English.", "Mia now writes in Notion."),
