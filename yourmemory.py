@@ -53,7 +53,7 @@ import unicodedata
 import urllib.request
 import zipfile
 import zlib
-from contextlib import closing, contextmanager
+from contextlib import closing, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -1306,6 +1306,7 @@ _nlp_lock = threading.Lock()
 # fights onnxruntime's for the cores: a store's work beside the embedding took 42 ms instead of 12. The count is
 # the whole process's, so `serve` and `import`, which own their process, set it to one; a library leaves its
 # host's alone (BENCHMARKS.md, seventeenth session).
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
 OPENBLAS_THREAD_FUNCTIONS = (("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
                              ("scipy_openblas_get_num_threads", "scipy_openblas_set_num_threads"),
                              ("openblas_get_num_threads", "openblas_set_num_threads"))
@@ -1329,21 +1330,32 @@ def _openblas():
 
 
 def openblas_threads() -> int | None:
-    """How many threads numpy's OpenBLAS uses; None where numpy has another BLAS (Accelerate, MKL)."""
+    """How many threads numpy's OpenBLAS uses; None where no OpenBLAS bundled with numpy's wheel is found (numpy
+    built on Accelerate or MKL, or on a system's own OpenBLAS)."""
     functions = _openblas()
     return None if functions is None else int(functions[0]())
 
 
 def set_openblas_threads(count: int) -> int | None:
     """Let numpy's OpenBLAS use ``count`` threads, in the whole process; return how many it used before
-    (None: numpy has another BLAS, nothing changed). Call it before the first store to make stores faster
-    with one; the spaCy pipeline picks its matrix products when it loads (``nlp``)."""
-    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 1024:
+    (None: no OpenBLAS bundled with numpy's wheel, nothing changed). Call it before the first store, while no
+    other thread is in a numpy matrix product, to make stores faster with one; the spaCy pipeline picks its
+    matrix products when it loads (``nlp``)."""
+    import numbers
+    if isinstance(count, bool) or not isinstance(count, numbers.Integral) or not 1 <= count <= 1024:
         raise InvalidInput("count", f"must be a whole number of threads from 1 to 1024, not {count!r}"[:120])
     functions, before = _openblas(), openblas_threads()
     if functions is not None:
-        functions[1](count)
+        functions[1](int(count))
     return before
+
+
+def one_openblas_thread_unless_set() -> int | None:
+    """What `serve` and `import` do first: numpy's OpenBLAS on one thread, unless the environment sets a count
+    (OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS or OMP_NUM_THREADS, which OpenBLAS reads). The count in use after."""
+    if not any(os.environ.get(name, "").strip() for name in BLAS_THREAD_VARIABLES):
+        set_openblas_threads(1)
+    return openblas_threads()
 
 
 def nlp():
@@ -1356,10 +1368,12 @@ def nlp():
     with _nlp_lock:
         if _nlp is None:
             import importlib
-            from thinc.api import use_ops
+            from thinc.api import NumpyOps, get_current_ops, use_ops
+            # Only where thinc would use plain numpy anyway: not instead of Apple's, a GPU's or the host's ops.
+            through_openblas = openblas_threads() == 1 and type(get_current_ops()) is NumpyOps
             for name in SPACY_MODULES:
                 try:
-                    with use_ops("numpy", use_blis=openblas_threads() != 1):
+                    with use_ops("numpy", use_blis=False) if through_openblas else nullcontext():
                         _nlp = importlib.import_module(name).load(exclude=["ner"])  # unused; half the parse time
                     break
                 except ImportError:
@@ -1644,7 +1658,8 @@ def _of_an_adjective(token) -> bool:
 
 
 def changed_span(old_tokens, new_tokens) -> tuple[list, list] | None:
-    """The one short span in which two texts differ, word for word, or None.
+    """The one short span in which two texts differ, word for word, or None; each text a Doc (``words`` or
+    ``parse``, read-only: their word lists are cached by the Doc).
 
     Needs only the tokenizer's words (``words``), so a store can rule out most contradictions
     without parsing the older text.
@@ -6064,8 +6079,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if value is not None:
             os.environ[variable] = value
     command = args.command or "serve"
-    if command in ("serve", "import") and "OPENBLAS_NUM_THREADS" not in os.environ:
-        set_openblas_threads(1)  # these commands parse; the process is theirs (see OPENBLAS_THREAD_FUNCTIONS)
+    if command in ("serve", "import"):
+        one_openblas_thread_unless_set()  # these commands parse; the process is theirs (see BLAS_THREAD_VARIABLES)
     try:
         if command == "setup":
             report = setup(force=args.force, allow_download=not args.no_download)

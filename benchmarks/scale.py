@@ -80,9 +80,10 @@ def memory_mb() -> dict:
             "peak_rss_mb": round(int(status["VmHWM"].split()[0]) / 1024, 1)}
 
 
-# The product runs as the server runs it: numpy's OpenBLAS on one thread (``yourmemory.set_openblas_threads``,
-# which `serve` and `import` call). The numpy scan it is compared with keeps the threads numpy had.
+# The product runs as `serve` runs it: numpy's OpenBLAS on one thread unless the environment sets a count
+# (``yourmemory.one_openblas_thread_unless_set``). The numpy scan it is compared with keeps the threads numpy had.
 NUMPY_THREADS: int | None = None
+PRODUCT_THREADS: int | None = None
 
 
 @contextmanager
@@ -92,8 +93,8 @@ def reference_threads():
     try:
         yield
     finally:
-        if NUMPY_THREADS is not None:
-            yourmemory.set_openblas_threads(1)
+        if PRODUCT_THREADS is not None:
+            yourmemory.set_openblas_threads(PRODUCT_THREADS)
 
 
 def vector_stage(conn, index: VectorIndex, matrix: np.ndarray, ids: np.ndarray, queries: np.ndarray) -> dict:
@@ -214,12 +215,13 @@ def main() -> None:
     parser.add_argument("--data", help="path to locomo10.json (default: ../shared/data/locomo10.json)")
     parser.add_argument("--profile", action="store_true", help="profile the stores; print, write no results")
     args = parser.parse_args()
-    global NUMPY_THREADS
-    NUMPY_THREADS = yourmemory.set_openblas_threads(1)
+    global NUMPY_THREADS, PRODUCT_THREADS
+    NUMPY_THREADS = yourmemory.openblas_threads()
+    PRODUCT_THREADS = yourmemory.one_openblas_thread_unless_set()
     samples = load_locomo(args.data)
     embedder = yourmemory.Embedder().load()
     questions = [q["question"] for s in samples for q in s["qa"]][:QUERIES]
-    threads = {"openblas_threads": {"product": 1 if NUMPY_THREADS else None, "numpy_scan": NUMPY_THREADS}}
+    threads = {"openblas_threads": {"product": PRODUCT_THREADS, "numpy_scan": NUMPY_THREADS}}
     results = []
     with tempfile.TemporaryDirectory(prefix="yourmemory-scale-", dir=Path.home()) as workdir:
         for size in [int(s) for s in args.sizes.split(",") if s]:

@@ -273,19 +273,27 @@ print(json.dumps({"code": code, "threads": yourmemory.openblas_threads(),
 """
 
 
-@pytest.mark.parametrize("variable, threads, blis", [(None, 1, False), ("2", 2, True)])
+@pytest.mark.parametrize("variable, value, threads, blis", [
+    (None, None, 1, False),
+    ("OPENBLAS_NUM_THREADS", "", 1, False),  # empty: OpenBLAS reads no count from it either
+    ("OPENBLAS_NUM_THREADS", "2", 2, True),
+    ("OMP_NUM_THREADS", "2", 2, True),
+])
 def test_import_parses_through_one_openblas_thread_unless_the_environment_sets_a_count(
-        tmp_path, embedder, variable, threads, blis):
+        tmp_path, embedder, variable, value, threads, blis):
     """`serve` and `import` own their process: numpy's OpenBLAS gets one thread, and spaCy's matrix products go
-    through it rather than through its bundled blis (faster stores); OPENBLAS_NUM_THREADS, if set, is obeyed."""
+    through it rather than through its bundled blis (faster stores); a count the environment sets is obeyed."""
     if yourmemory.openblas_threads() is None:
-        pytest.skip("this numpy has no OpenBLAS of its own (Accelerate, MKL): nothing to hold to one thread")
+        pytest.skip("no OpenBLAS bundled with this numpy (Accelerate, MKL, a system's): nothing to hold to one thread")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if threads > cores:
+        pytest.skip(f"OpenBLAS caps the count at the {cores} core(s) this test may use")
     with YourMemory(tmp_path / "source.db", user=USER, embedder=embedder) as source:
         source.store("The release train leaves every second Thursday")
         (tmp_path / "memories.jsonl").write_text(yourmemory.export_records(source, "memories"), encoding="utf-8")
-    env = {key: value for key, value in os.environ.items() if key != "OPENBLAS_NUM_THREADS"}
+    env = {key: value for key, value in os.environ.items() if key not in yourmemory.BLAS_THREAD_VARIABLES}
     env.update({"YOURMEMORY_DB": str(tmp_path / "memory.db"), "YOURMEMORY_USER": USER,
-                "YOURMEMORY_HOME": str(tmp_path / "home"), **({"OPENBLAS_NUM_THREADS": variable} if variable else {})})
+                "YOURMEMORY_HOME": str(tmp_path / "home"), **({variable: value} if variable else {})})
     result = subprocess.run([sys.executable, "-c", SHOW_THE_PARSE_SETUP, "import", str(tmp_path / "memories.jsonl")],
                             env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr

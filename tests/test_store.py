@@ -496,11 +496,11 @@ def test_a_text_parses_the_same_through_numpys_openblas_as_through_spacys_blis()
     stored parse must not depend on which (the rules would read two grammars of one text): every text of the
     store-pair benchmark, parsed both ways in two processes, gives the same record."""
     if yourmemory.openblas_threads() is None:
-        pytest.skip("this numpy has no OpenBLAS of its own: its stores always parse through blis")
+        pytest.skip("no OpenBLAS bundled with this numpy: its stores always parse through blis")
     pairs = json.loads((ROOT / "benchmarks" / "store_pairs_holdout.json").read_text(encoding="utf-8"))
     texts = sorted({text for group in pairs.values() for pair in group for text in pair})
     assert len(texts) > 200
-    env = {key: value for key, value in os.environ.items() if key != "OPENBLAS_NUM_THREADS"}
+    env = {key: value for key, value in os.environ.items() if key not in yourmemory.BLAS_THREAD_VARIABLES}
     runs = {way: json.loads(subprocess.run([sys.executable, "-c", PARSE_EVERY_TEXT, way], input=json.dumps(texts),
                                            env=env, capture_output=True, text=True, timeout=600, check=True).stdout)
             for way in ("one thread", "as numpy starts")}
