@@ -291,7 +291,7 @@ def test_import_parses_through_one_openblas_thread_unless_the_environment_sets_a
     with YourMemory(tmp_path / "source.db", user=USER, embedder=embedder) as source:
         source.store("The release train leaves every second Thursday")
         (tmp_path / "memories.jsonl").write_text(yourmemory.export_records(source, "memories"), encoding="utf-8")
-    env = {key: value for key, value in os.environ.items() if key not in yourmemory.BLAS_THREAD_VARIABLES}
+    env = {name: setting for name, setting in os.environ.items() if name not in yourmemory.BLAS_THREAD_VARIABLES}
     env.update({"YOURMEMORY_DB": str(tmp_path / "memory.db"), "YOURMEMORY_USER": USER,
                 "YOURMEMORY_HOME": str(tmp_path / "home"), **({variable: value} if variable else {})})
     result = subprocess.run([sys.executable, "-c", SHOW_THE_PARSE_SETUP, "import", str(tmp_path / "memories.jsonl")],
