@@ -1351,7 +1351,8 @@ def set_openblas_threads(count: int) -> int | None:
 
 
 def one_openblas_thread_unless_set() -> int | None:
-    """What `serve` and `import` do first: numpy's OpenBLAS on one thread, unless the environment sets a count
+    """What `import` does first, and `serve` in its warm-up before spaCy loads: numpy's OpenBLAS on one thread,
+    unless the environment sets a count
     (OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS or OMP_NUM_THREADS, which OpenBLAS reads). The count in use after."""
     if not any(os.environ.get(name, "").strip() for name in BLAS_THREAD_VARIABLES):
         set_openblas_threads(1)
@@ -2008,7 +2009,8 @@ def _other_relations(old_doc, new_doc) -> bool:
     old, new = _root_prepositions(old_doc), _root_prepositions(new_doc)
     if old and new and not old & new:
         return True
-    if main_predicate(old_doc) is not None and main_predicate(old_doc) == main_predicate(new_doc):
+    verb = main_predicate(old_doc)
+    if verb is not None and verb == main_predicate(new_doc):
         # one change verb both times: its prepositions tell too ("The shuttle leaves for the airport at 9:00" /
         # "... leaves from the hotel at 9:30")
         old, new = _root_prepositions(old_doc, always=True), _root_prepositions(new_doc, always=True)
@@ -5594,7 +5596,9 @@ def log(message: str) -> None:
 
 
 class WarmUp(threading.Thread):
-    """Loads the embedding model, spaCy and the vector sketches (9.8 s at 1M vectors) in the background.
+    """Loads the embedding model, spaCy and the vector sketches (9.8 s at 1M vectors) in the background, after
+    holding numpy's OpenBLAS to one thread for spaCy (``one_openblas_thread_unless_set``: importing numpy for it
+    took 0.1 s, which the answer to ``initialize`` need not wait for).
 
     The server waits for it before exiting: a process that exits while onnxruntime is still creating
     its session aborts in C++ ("terminate called without an active exception") instead of exiting 0.
@@ -5606,7 +5610,7 @@ class WarmUp(threading.Thread):
         self.memory, self.finishing = memory, threading.Event()
 
     def run(self) -> None:
-        steps = (self.memory.embedder.load, nlp, self.memory.load_vector_index)
+        steps = (one_openblas_thread_unless_set, self.memory.embedder.load, nlp, self.memory.load_vector_index)
         try:
             for step in steps:
                 if self.finishing.is_set():
@@ -6079,8 +6083,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if value is not None:
             os.environ[variable] = value
     command = args.command or "serve"
-    if command in ("serve", "import"):
-        one_openblas_thread_unless_set()  # these commands parse; the process is theirs (see BLAS_THREAD_VARIABLES)
+    if command == "import":
+        one_openblas_thread_unless_set()  # it parses and the process is its own; `serve` does it in WarmUp
     try:
         if command == "setup":
             report = setup(force=args.force, allow_download=not args.no_download)

@@ -299,3 +299,25 @@ def test_import_parses_through_one_openblas_thread_unless_the_environment_sets_a
     assert result.returncode == 0, result.stderr
     assert "lessons, 1 memories;" in result.stdout, result.stdout
     assert json.loads(result.stdout.splitlines()[-1]) == {"code": 0, "threads": threads, "blis": blis}
+
+
+WARM_UP_AS_SERVE_DOES = """
+import json, sys, yourmemory
+with yourmemory.YourMemory(sys.argv[1], user="tester") as memory:
+    yourmemory.WarmUp(memory).run()
+    print(json.dumps({"threads": yourmemory.openblas_threads(),
+                      "blis": yourmemory.nlp().get_pipe("tok2vec").model.ops.use_blis}))
+"""
+
+
+def test_the_servers_warm_up_holds_openblas_to_one_thread_before_spacy_loads(tmp_path):
+    """`serve` sets the thread count in its warm-up thread, so that importing numpy for it does not hold up the
+    answer to `initialize`; spaCy, loaded next in the same thread, goes through OpenBLAS."""
+    if yourmemory.openblas_threads() is None:
+        pytest.skip("no OpenBLAS bundled with this numpy (Accelerate, MKL, a system's): nothing to hold to one thread")
+    env = {name: setting for name, setting in os.environ.items() if name not in yourmemory.BLAS_THREAD_VARIABLES}
+    env["YOURMEMORY_HOME"] = str(tmp_path / "home")
+    result = subprocess.run([sys.executable, "-c", WARM_UP_AS_SERVE_DOES, str(tmp_path / "memory.db")],
+                            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.splitlines()[-1]) == {"threads": 1, "blis": False}
