@@ -3425,7 +3425,8 @@ class YourMemory:
 
     def _values_alike(self, old_doc, new_doc) -> bool:
         """Are the values the two texts do not share of one kind? Both name a time or neither ("9:30" is not
-        "15 minutes", which the model puts at 0.51); then both embedded alone, one model call: "Porto" / "Braga"
+        "15 minutes", which the model puts at 0.51), and neither is longer than a value (``MAX_CHANGED_TOKENS``
+        words, as for the word-for-word rule); then both embedded alone, one model call: "Porto" / "Braga"
         are alike (0.53), "REST" / "requests" are not (0.30)."""
         import numpy as np
         old_tokens, new_tokens = changed_values(old_doc, new_doc), changed_values(new_doc, old_doc)
@@ -3437,6 +3438,8 @@ class YourMemory:
         if not (old_tokens and new_tokens) or (any(map(_names_a_time, old_tokens))
                                                != any(map(_names_a_time, new_tokens))):
             return False
+        if max(len(old_tokens), len(new_tokens)) > MAX_CHANGED_TOKENS:
+            return False  # more words than one value has: two texts that say different things, no model call
         if _names_in_one_slot(old_tokens, new_tokens):
             return True
         vectors = np.asarray(self.embedder.embed([" ".join(t.text for t in old_tokens),

@@ -582,6 +582,21 @@ def test_a_less_similar_restatement_supersedes_when_its_value_is_of_the_same_kin
     assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
 
 
+@pytest.mark.parametrize("new, alike, model_calls", [
+    ("The office moved to the Wharf Building on Quay Street.", True, 1),  # four words: one value
+    ("The office moved to the tall glass Wharf Building on Quay Street.", False, 0),  # six: no one value
+])
+def test_values_are_compared_by_the_model_only_up_to_four_words(memory, new, alike, model_calls):
+    """The value test embeds the words two texts do not share; more than ``MAX_CHANGED_TOKENS`` on a side are
+    not one value (as for the word-for-word rule), so they are not alike, and no model call is spent on them."""
+    calls = []
+    embed = memory.embedder.embed
+    memory.embedder.embed = lambda texts: calls.append(list(texts)) or embed(texts)
+    old_doc, new_doc = yourmemory.parse("The company's office is at 12 Canal Road."), yourmemory.parse(new)
+    assert memory._values_alike(old_doc, new_doc) is alike
+    assert len(calls) == model_calls, calls
+
+
 @pytest.mark.parametrize("old, new", [
     ("Eli lives in Chicago", "Eli is in Portland these days"),
     ("Ruth lives in Dublin.", "Ruth has moved to Cork."),
