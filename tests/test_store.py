@@ -551,6 +551,17 @@ def test_a_direct_step_that_disagrees_with_spacys_is_not_used(pipeline, monkeypa
     assert "match" in vars(pipeline.get_pipe("attribute_ruler"))  # the other step still agrees
 
 
+def test_a_direct_step_that_fails_on_the_probe_is_not_used(pipeline, monkeypatch):
+    def failing(pipe):
+        def predict(docs):
+            raise IndexError("a layer this version does not have")
+        return predict
+    with monkeypatch.context() as patch:
+        patch.setattr(yourmemory, "_direct_tok2vec", failing)
+        assert not yourmemory.use_faster_parse_steps(pipeline)  # the pipeline still loads, with spaCy's step
+    assert "predict" not in vars(pipeline.get_pipe("tok2vec"))
+
+
 def test_a_model_of_another_shape_keeps_spacys_steps(pipeline, monkeypatch):
     def another_shape(pipe):
         raise ValueError("not the small pipeline's tok2vec")
