@@ -1396,7 +1396,7 @@ def nlp():
 # (BENCHMARKS.md, eighteenth session).
 PARSE_PROBE = ("I'm gonna call y'all tomorrow, but there is nothin' we can't fix. The worker moved to Python 3.11 "
                "on 2024-05-01 and our CI now runs on Buildkite; let's see if it ain't faster.  Those tests that "
-               "Ana wrote pass.")
+               "Ana wrote pass. See y'all")  # a two-token rule at the very end too
 
 
 def use_faster_parse_steps(pipeline, on: bool = True) -> bool:
@@ -3426,9 +3426,9 @@ class YourMemory:
 
     def _values_alike(self, old_doc, new_doc) -> bool:
         """Are the values the two texts do not share of one kind? Both name a time or neither ("9:30" is not
-        "15 minutes", which the model puts at 0.51), and neither is longer than a value (``MAX_CHANGED_TOKENS``
-        words, as for the word-for-word rule); then both embedded alone, one model call: "Porto" / "Braga"
-        are alike (0.53), "REST" / "requests" are not (0.30)."""
+        "15 minutes", which the model puts at 0.51). Names alone in one slot of both are alike; other values
+        no longer than a value (``MAX_CHANGED_TOKENS`` words, as for the word-for-word rule) are embedded alone,
+        one model call: "Porto" / "Braga" are alike (0.53), "REST" / "requests" are not (0.30)."""
         import numpy as np
         old_tokens, new_tokens = changed_values(old_doc, new_doc), changed_values(new_doc, old_doc)
         if subject_head(old_doc) is not None and subject_head(old_doc) == subject_head(new_doc):
@@ -3439,10 +3439,10 @@ class YourMemory:
         if not (old_tokens and new_tokens) or (any(map(_names_a_time, old_tokens))
                                                != any(map(_names_a_time, new_tokens))):
             return False
-        if max(len(old_tokens), len(new_tokens)) > MAX_CHANGED_TOKENS:
-            return False  # more words than one value has: two texts that say different things, no model call
         if _names_in_one_slot(old_tokens, new_tokens):
             return True
+        if max(len(old_tokens), len(new_tokens)) > MAX_CHANGED_TOKENS:
+            return False  # more words than one value has: two texts that say different things, no model call
         vectors = np.asarray(self.embedder.embed([" ".join(t.text for t in old_tokens),
                                                   " ".join(t.text for t in new_tokens)]), dtype=np.float64)
         norms = np.linalg.norm(vectors, axis=1)  # a library user's embedder may not return unit vectors
