@@ -1403,6 +1403,10 @@ def use_faster_parse_steps(pipeline, on: bool = True) -> bool:
     """Give ``pipeline``'s tok2vec and attribute ruler their direct versions (or, with ``on=False``, spaCy's
     own back); True when both direct versions are in use. A step whose model is not the shape they know, or
     whose direct version disagrees with spaCy's on ``PARSE_PROBE``, keeps spaCy's."""
+    if not isinstance(on, bool):
+        raise InvalidInput("on", f"must be True or False, not {on!r}"[:120])
+    if not (callable(pipeline) and hasattr(pipeline, "pipe_names") and hasattr(pipeline, "get_pipe")):
+        raise InvalidInput("pipeline", f"must be a spaCy pipeline such as nlp() returns, not {pipeline!r}"[:120])
     steps = [(name, build) for name, build in (("tok2vec", _direct_tok2vec), ("attribute_ruler", _indexed_rules))
              if name in pipeline.pipe_names]
     for name, _ in steps:

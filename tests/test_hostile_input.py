@@ -1151,3 +1151,15 @@ def test_a_bad_thread_count_is_refused_naming_it_and_changes_nothing(count):
         yourmemory.set_openblas_threads(count)
     assert refused.value.field == "count" and "whole number of threads" in str(refused.value)
     assert yourmemory.openblas_threads() == before
+
+
+@pytest.mark.parametrize("arguments, field", [
+    (("not a pipeline",), "pipeline"), ((None,), "pipeline"), ((), "on"),
+])
+def test_bad_arguments_to_the_parse_steps_switch_are_refused_naming_them(arguments, field):
+    pipeline = yourmemory.nlp()
+    steps = {name: dict(vars(pipeline.get_pipe(name))) for name in ("tok2vec", "attribute_ruler")}
+    with pytest.raises(yourmemory.InvalidInput) as refused:
+        yourmemory.use_faster_parse_steps(*(arguments or (pipeline,)), **({} if arguments else {"on": "yes"}))
+    assert refused.value.field == field
+    assert {name: dict(vars(pipeline.get_pipe(name))) for name in steps} == steps  # nothing switched

@@ -481,6 +481,12 @@ def test_a_word_for_word_change_is_one_short_span(old, new, span):
     assert (found if found is None else tuple([t.text for t in side] for side in found)) == span
 
 
+def store_pair_texts() -> list[str]:
+    """Every text of the store-pair benchmark's held-out file, sorted: real statements to parse."""
+    pairs = json.loads((ROOT / "benchmarks" / "store_pairs_holdout.json").read_text(encoding="utf-8"))
+    return sorted({text for group in pairs.values() for pair in group for text in pair})
+
+
 PARSE_EVERY_TEXT = """
 import json, sys, hashlib, yourmemory
 if sys.argv[1] == "one thread":
@@ -497,8 +503,7 @@ def test_a_text_parses_the_same_through_numpys_openblas_as_through_spacys_blis()
     store-pair benchmark, parsed both ways in two processes, gives the same record."""
     if yourmemory.openblas_threads() is None:
         pytest.skip("no OpenBLAS bundled with this numpy: its stores always parse through blis")
-    pairs = json.loads((ROOT / "benchmarks" / "store_pairs_holdout.json").read_text(encoding="utf-8"))
-    texts = sorted({text for group in pairs.values() for pair in group for text in pair})
+    texts = store_pair_texts()
     assert len(texts) > 200
     env = {key: value for key, value in os.environ.items() if key not in yourmemory.BLAS_THREAD_VARIABLES}
     runs = {way: json.loads(subprocess.run([sys.executable, "-c", PARSE_EVERY_TEXT, way], input=json.dumps(texts),
@@ -528,8 +533,7 @@ def pipeline():
 def test_a_text_parses_the_same_through_the_direct_steps_as_through_spacys(pipeline):
     """tok2vec and the attribute ruler run their direct versions (``use_faster_parse_steps``): every text of
     the store-pair benchmark, and some the rules single out, parse to the same bits both ways."""
-    pairs = json.loads((ROOT / "benchmarks" / "store_pairs_holdout.json").read_text(encoding="utf-8"))
-    texts = sorted({text for group in pairs.values() for pair in group for text in pair}) + TRICKY_TEXTS
+    texts = store_pair_texts() + TRICKY_TEXTS
     assert len(texts) > 200
     parses = {}
     for on in (False, True):
