@@ -268,13 +268,17 @@ RESTATED_MIN_SIMILARITY = 0.95
 # What a question asks for, told by its first words, and the words that name it in an answer. A close
 # fact that names none of it does not answer the question before one that does: "When is the infra
 # standup?" is answered by "The infra team's daily standup happens at 8:45", not by "The infra team's
-# standup is capped at 15 minutes" (a length, not a time).
+# standup is capped at 15 minutes" (a length, not a time). The kinds are tried in order: "which day" asks for
+# a time, "which Python version" for a number, "which editor" for a name.
 ASKED_KINDS = (
     ("time", re.compile(r"(when|(at )?what (time(?! zone)|day|date|year|month)|which (day|date|month)s?|by when"
                         r"|until when|how (often|soon|frequently))\b")),
     ("amount", re.compile(r"how (long|many|much|big|large|old|far|fast|high)\b")),  # "three", "40"
-    ("number", re.compile(r"(what|which) (port|version|size|number|limit|percentage|price|cost|budget|timeout)\b")),
+    ("number", re.compile(r"(what|which) (\w+ ){0,2}(port|version|release|size|number|limit|percentage|price|cost"
+                          r"|budget|timeout)\b")),  # "which Python version"
     ("place", re.compile(r"where\b")),
+    ("name", re.compile(r"(who|whom|whose|which)\b|what (?!(s|is|are|was|were|do|does|did|will|would|should|can"
+                        r"|could|has|have|had)\b)[a-z]")),  # "what app"; not "what's", "what is"
 )
 # A time: a clock time, an ordinal day, a date, a year, a quarter; a weekday, a month, a part of the day; how often.
 TIME_POINT = re.compile(r"\d{1,2}(:\d\d|[ap]m|[ap]\.m\.?)|\d+(st|nd|rd|th)|\d{1,4}[/-]\d{1,2}[/-]\d{1,4}"
@@ -2375,8 +2379,8 @@ def _topic_marks(doc) -> dict[str, set[str]]:
 
 def asked_kind(question: str) -> str | None:
     """What a question asks for: "time" (when, how often), "amount" (how many, how long), "number" (which
-    port, what version), "place" (where). An opening clause with no verb of its own is skipped: "When
-    deploying to staging, which port ...?"."""
+    port, which Python version), "place" (where), "name" (who, which tool, what app). An opening clause
+    with no verb of its own is skipped: "When deploying to staging, which port ...?"."""
     opening, _, rest = question.partition(",")
     asking = [word.lower() for word in _runs(rest)]
     if not (asking and asking[0] in QUESTION_OPENERS
@@ -2386,14 +2390,34 @@ def asked_kind(question: str) -> str | None:
     return next((kind for kind, pattern in ASKED_KINDS if pattern.match(opening)), None)
 
 
-def names_kind(doc, kind: str) -> bool:
-    """Does the text name a thing of the ``kind`` a question asks for (``asked_kind``), outside its subject?
-    (The subject is what the question is about: "The nightly build is owned by the platform team" names no time.)"""
+def names_kind(doc, kind: str, asked_words: set[str] | None = None) -> bool:
+    """Does the text name a thing of the ``kind`` a question asks for (``asked_kind``), other than what the
+    question is about? That is the subject's words that the question uses (``asked_words``; without them, the
+    whole subject): "The nightly build is owned by the platform team" names no time for "When does the
+    nightly build run?", but "React 19 is what the dashboard uses" names its version and "Buildkite runs the
+    data team's pipelines" its name. A name (who, which, what tool...) counts anywhere but in the question."""
+    def asked(token, anywhere=False):
+        if asked_words is None:
+            return _in_subject(token)
+        return (anywhere or _in_subject(token)) and plain_words(token.text) <= asked_words
+    if kind == "name":
+        return any(_is_a_name(t) and not asked(t, anywhere=True) for t in doc)
     named = {"time": _names_a_time,
              "amount": lambda t: t.tag_ == "CD" or _has_digit(t),
              "number": _has_digit,
              "place": _names_a_place}[kind]
-    return any(named(t) and not _in_subject(t) for t in doc)
+    return any(named(t) and not asked(t) for t in doc)
+
+
+def _is_a_name(token) -> bool:
+    """"Henrik", "Excalidraw", "GraphQL", "WARN", "gRPC", "WezTerm": a word with a capital past its first
+    letter, or a capitalised word inside its sentence, or at its start if it is a noun ("Buildkite runs ...",
+    "Ines keeps ...", not "The ..."). The small model's proper nouns alone are not enough ("books aisle seats"),
+    and "I" is no name, nor "March" or "Monday" (times)."""
+    if token.pos_ == "PRON" or _time_word(token):
+        return False
+    return (any(c.isupper() for c in token.text[1:])
+            or (token.text[:1].isupper() and (not token.is_sent_start or token.pos_ in ("PROPN", "NOUN"))))
 
 
 def _has_digit(token) -> bool:
@@ -3638,7 +3662,7 @@ class YourMemory:
             if c["id"] not in docs:
                 docs[c["id"]] = parsed(c["row"]["content"], c["row"]["parse"])
             return docs[c["id"]]
-        order = self._answers_first(chosen, kind, related, doc) if kind else list(chosen)
+        order = self._answers_first(chosen, kind, related, doc, asked_words) if kind else list(chosen)
         # A result's id -> the newest value that came in from the rest above it. The rest are not compared
         # with each other, so a newer one goes above that; results were, and are met first in the loop.
         heads = {}
@@ -3689,7 +3713,8 @@ class YourMemory:
         return kept
 
     @staticmethod
-    def _answers_first(chosen: list[dict], kind: str, related: dict, doc: Callable) -> list[dict]:
+    def _answers_first(chosen: list[dict], kind: str, related: dict, doc: Callable,
+                       asked_words: set[str]) -> list[dict]:
         """A fact that names what the question asks for (``asked_kind``) moves just above a close fact
         ranked above it that names none of it, and takes its score; not above a newer one that announces
         a change ("The team standup is now asynchronous" ends the 9:30 standup)."""
@@ -3697,7 +3722,8 @@ class YourMemory:
         for answer in chosen:
             for above in order[:order.index(answer)]:
                 if (related.get((above["id"], answer["id"]), 0.0) >= NEWER_CLOSE_MIN_SIMILARITY
-                        and not names_kind(doc(above), kind) and names_kind(doc(answer), kind)
+                        and not names_kind(doc(above), kind, asked_words)
+                        and names_kind(doc(answer), kind, asked_words)
                         and not (above["row"]["stated_at"] > answer["row"]["stated_at"]
                                  and _announces_change(doc(above)))):
                     order.remove(answer)
@@ -3725,15 +3751,17 @@ class YourMemory:
         of its own ("the *database* connection pool" / "the *Redis* connection
         pool"), capitalised or not, or the same of a role both are ("Alice is the *frontend* lead" / "Bob is the
         *backend* lead"). Nor when the question asks for a kind of thing (``asked_kind``: a time,
-        an amount, a number, a place) that the older text names and the newer one, announcing no change, does
-        not: "The infra standup is capped at 15 minutes" does not answer "When is the infra standup?" before
-        "... is at 8:45".
+        an amount, a number, a place, a name) that the older text names and the newer one, announcing no
+        change, does not: "The infra standup is capped at 15 minutes" does not answer "When is the infra
+        standup?" before "... is at 8:45", nor "Idris has weekly one-on-ones with his manager" "Who is Idris's
+        manager?" before "Idris's manager is Henrik".
         """
         return ((similarity >= NEWER_CLOSE_MIN_SIMILARITY
                  and not (names_in(old_doc.text) - plain_words(new_doc.text)) & asked_names
                  and not _asked_about_the_older_number(old_doc, new_doc, asked_names)
                  and not _asked_about_the_older_subject(old_doc, new_doc, asked_words)
-                 and not (kind and names_kind(old_doc, kind) and not names_kind(new_doc, kind)
+                 and not (kind and names_kind(old_doc, kind, asked_words)
+                          and not names_kind(new_doc, kind, asked_words)
                           and not _announces_change(new_doc)))
                 or (similarity >= NEWER_FIRST_MIN_SIMILARITY and _announces_change(new_doc)
                     and restates_value(old_doc, new_doc))
