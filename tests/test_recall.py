@@ -631,6 +631,21 @@ def test_a_newer_close_fact_that_names_nothing_stays_below_the_name_asked_for(me
     assert memory.recall(question, top_k=3)["memories"][0]["content"] == answer
 
 
+@pytest.mark.parametrize("older, newer, question", [
+    ("The design team sketches in Figma.", "Mockups are drawn in Penpot these days.",
+     "Which tool does the design team use for mockups?"),  # cosine 0.55
+    ("The team deploys with Jenkins.", "Deploys run through Argo CD.", "Which tool do we deploy with?"),  # 0.56
+])
+def test_a_newer_fact_naming_what_is_asked_comes_first_from_a_lower_cosine(memory, clock, older, newer, question):
+    """Below the close-fact floor (0.6), two facts that both name what the question asks for (here a name)
+    are two values of it: the older was worded more like the question and ranked first."""
+    memory.store(older)
+    clock.advance(seconds=60)
+    assert memory.store(newer)["action"] == "store"
+    top = memory.recall(question, top_k=2)["memories"]
+    assert top[0]["content"] == newer and top[0]["via"] == "newer" and top[1]["content"] == older
+
+
 def test_a_fact_that_names_what_is_asked_moves_above_a_close_one_that_does_not(memory, clock):
     """The question is worded like the other fact about the book club, which ranks first on its own."""
     answer = memory.store("The book club meets on the first Thursday of the month.")
