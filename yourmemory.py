@@ -256,11 +256,11 @@ ANNOUNCED_FIRST_MIN_SIMILARITY = 0.3
 # built with Go 1.20"), unless the question names someone or something ("Alice", "Q3") only the older
 # one names. 0.55 to 0.6 did best on the stale-fact files; 0.7 gained 60% as much, 0.8 almost nothing.
 NEWER_CLOSE_MIN_SIMILARITY = 0.6
-# ... and from this close when both name what the question asks for (a time, a place, a name...: see
-# ASKED_KINDS): "CI pipelines run on Buildkite" after "We replaced CircleCI with GitHub Actions" for "Which CI
-# system do we use?". On the seven seen stale-fact files, 0.5 put the current value first in 43 more chains
-# and lost it in 15 (a newer fact naming something else of the same kind: "Tom owns the marketing budget
-# now" / "Sara owns the events budget"); 0.4 gained 57 and lost 26, 0.3 did worse.
+# ... and from this close when the newer one names another value of what the question asks for (a time, a
+# place, a name...: see ASKED_KINDS) than the older one names: "Mockups are drawn in Penpot these days" after
+# "The design team sketches in Figma" (0.55) for "Which tool does the design team use for mockups?". On the
+# seven seen stale-fact files, 0.5 put the current value first in 43 more chains and lost it in 15 (a newer
+# fact naming something else of the same kind); 0.4 gained 57 and lost 26, 0.3 did worse.
 NEWER_KIND_MIN_SIMILARITY = 0.5
 # A newer value that did not make the results comes in above an older one that did, if the two are this
 # close: at 0.3 unrelated news about the same user came in ("migrated their notes to Obsidian").
@@ -276,15 +276,19 @@ RESTATED_MIN_SIMILARITY = 0.95
 # standup?" is answered by "The infra team's daily standup happens at 8:45", not by "The infra team's
 # standup is capped at 15 minutes" (a length, not a time). The kinds are tried in order: "which day" asks for
 # a time, "which Python version" for a number, "which editor" for a name.
+_AUXILIARY = r"(is|are|was|were|do|does|did|will|would|should|can|could|has|have|had)\b"
 ASKED_KINDS = (
-    ("time", re.compile(r"(when|(at )?what (time(?! zone)|day|date|year|month)|which (day|date|month)s?|by when"
-                        r"|until when|how (often|soon|frequently))\b")),
+    ("time", re.compile(r"(when|(at )?(what|which) (time(?! zone)|(day|date|week|weekday|month|quarter|year|hour)s?)"
+                        r"|by when|until when|how (often|soon|frequently))\b")),
     ("amount", re.compile(r"how (long|many|much|big|large|old|far|fast|high)\b")),  # "three", "40"
-    ("number", re.compile(r"(what|which) (\w+ ){0,2}(port|version|release|size|number|limit|percentage|price|cost"
-                          r"|budget|timeout)\b")),  # "which Python version"
+    ("number", re.compile(r"(what|which) ((?!" + _AUXILIARY + r")\w+ ){0,2}(port|version|release|size|number"
+                          r"|limit|percentage|price|cost|budget|timeout)\b")),  # "which Python version"
     ("place", re.compile(r"where\b")),
-    ("name", re.compile(r"(who|whom|whose|which)\b|what (?!(s|is|are|was|were|do|does|did|will|would|should|can"
-                        r"|could|has|have|had)\b)[a-z]")),  # "what app"; not "what's", "what is"
+    # "which editor", "what app does", "what kind of database do", "what powers", "what tool defines";
+    # not "what caused", "what happens", "what if", "what's", "what is"
+    ("name", re.compile(r"(who|whom|whose|which)\b|what (?!" + _AUXILIARY + r")\w+( \w+)?( of \w+( \w+)?)? "
+                        + _AUXILIARY + r"|what ((?!" + _AUXILIARY + r")\w+ )?(?!" + _AUXILIARY
+                        + r"|s\b|(happen|mean|matter|cause|break|go|change)s\b)\w+s\b")),
 )
 # A time: a clock time, an ordinal day, a date, a year, a quarter; a weekday, a month, a part of the day; how often.
 TIME_POINT = re.compile(r"\d{1,2}(:\d\d|[ap]m|[ap]\.m\.?)|\d+(st|nd|rd|th)|\d{1,4}[/-]\d{1,2}[/-]\d{1,4}"
@@ -2392,38 +2396,60 @@ def asked_kind(question: str) -> str | None:
     if not (asking and asking[0] in QUESTION_OPENERS
             and not {word.lower() for word in _runs(opening)[1:]} & QUESTION_OPENERS):
         asking = [word.lower() for word in _runs(question)]
-    opening = " ".join(asking[:4])
+    opening = " ".join(asking[:7])  # "what kind of build tool do"
     return next((kind for kind, pattern in ASKED_KINDS if pattern.match(opening)), None)
 
 
-def names_kind(doc, kind: str, asked_words: set[str] | None = None) -> bool:
-    """Does the text name a thing of the ``kind`` a question asks for (``asked_kind``), other than what the
-    question is about? That is the subject's words that the question uses (``asked_words``; without them, the
-    whole subject): "The nightly build is owned by the platform team" names no time for "When does the
-    nightly build run?", but "React 19 is what the dashboard uses" names its version and "Buildkite runs the
-    data team's pipelines" its name. A name (who, which, what tool...) counts anywhere but in the question."""
-    def asked(token, anywhere=False):
-        if asked_words is None:
-            return _in_subject(token)
-        return (anywhere or _in_subject(token)) and plain_words(token.text) <= asked_words
+def kind_values(doc, kind: str, asked_words: set[str]) -> set[str]:
+    """The things of the ``kind`` a question asks for (``asked_kind``) that the text names, in lower case,
+    other than what the question is about (``asked_words``: the question's words).
+
+    A time or a place counts outside the subject: "The nightly build is owned by the platform team" names no
+    time for "When does the nightly build run?", and "The 3am backup job was retired" is about another job
+    than "The nightly backup runs at 2am". An amount or a number counts in the subject too, unless the
+    question says it: "React 19 is what the dashboard uses" names its version. A name (who, which, what
+    tool...) counts anywhere but in the question: "Buildkite runs the data team's pipelines"."""
     if kind == "name":
-        return any(_is_a_name(t) and not asked(t, anywhere=True) for t in doc)
+        return {_value_words(t) for t in doc if _is_a_name(t) and not plain_words(t.text) <= asked_words}
     named = {"time": _names_a_time,
              "amount": lambda t: t.tag_ == "CD" or _has_digit(t),
              "number": _has_digit,
              "place": _names_a_place}[kind]
-    return any(named(t) and not asked(t) for t in doc)
+    whole_subject = kind in ("time", "place")
+    return {_value_words(t) for t in doc
+            if named(t) and not (_in_subject(t) and (whole_subject or plain_words(t.text) <= asked_words))}
+
+
+def _value_words(token) -> str:
+    """A value's word with the numbers that belong to it: "june 20" (not "june", the same for June 1)."""
+    return " ".join(t.lower_ for t in [token, *(c for c in token.children if c.tag_ == "CD" or _has_digit(c))])
 
 
 def _is_a_name(token) -> bool:
     """"Henrik", "Excalidraw", "GraphQL", "WARN", "gRPC", "WezTerm": a word with a capital past its first
-    letter, or a capitalised word inside its sentence, or at its start if it is a noun ("Buildkite runs ...",
-    "Ines keeps ...", not "The ..."). The small model's proper nouns alone are not enough ("books aisle seats"),
-    and "I" is no name, nor "March" or "Monday" (times)."""
-    if token.pos_ == "PRON" or _time_word(token):
+    letter, or a capitalised word inside its sentence, or at its start if it is a proper noun or a noun that
+    is no dictionary word ("Buildkite runs ...", "Ines keeps ...", not "The ...", "Deploys run ..."). The small
+    model's proper nouns alone are not enough ("books aisle seats"), and "I" is no name, nor "OK", "March",
+    "Monday" or the "AM" of "9 AM" (times)."""
+    if token.pos_ in ("PRON", "INTJ") or _names_a_time(token) or token.lower_ in ("am", "pm"):
         return False
-    return (any(c.isupper() for c in token.text[1:])
-            or (token.text[:1].isupper() and (not token.is_sent_start or token.pos_ in ("PROPN", "NOUN"))))
+    if any(c.isupper() for c in token.text[1:]):
+        return True
+    if not token.text[:1].isupper():
+        return False
+    return (not token.is_sent_start or token.pos_ == "PROPN"
+            or (token.pos_ == "NOUN" and token.lemma_.lower() not in _dictionary_words()))
+
+
+@functools.lru_cache(maxsize=1)
+def _dictionary_words() -> frozenset[str]:
+    """The nouns, verbs and adjectives of the spaCy model's lemmatizer ("manager", "deploy"; not "Ines", whose
+    lemma is "ine"); empty if the model has no such table."""
+    try:
+        index = nlp().get_pipe("lemmatizer").lookups.get_table("lemma_index")
+    except (KeyError, AttributeError):
+        return frozenset()
+    return frozenset(word for pos in ("noun", "verb", "adj") for word in index.get(pos, []))
 
 
 def _has_digit(token) -> bool:
@@ -3651,11 +3677,11 @@ class YourMemory:
         with a value of the same kind). The same
         subject given another value by a merely related text that says it changed ("Eli is at his sister's
         place these days" after "Eli lives in Chicago"), an announced change a little less similar ("Plant
-        watering moved to Priya"), or a fact that says nearly the same (cosine >= 0.6) is not enough to hide
-        the older memory, but enough to rank the newer one first.
+        watering moved to Priya"), a fact that says nearly the same (cosine >= 0.6), or a close one (>= 0.5)
+        naming another value of what the question asks for (``kind``, see ``asked_kind``) is not enough to
+        hide the older memory, but enough to rank the newer one first.
         ``asked_names``: the names and marks in the question (``names_in``); ``asked_words``: all its words
-        (``plain_words``). Quoted utterances are records
-        of what was said and keep their order.
+        (``plain_words``). Quoted utterances are records of what was said and keep their order.
         """
         def is_fact(c):
             return speaker(c["row"]["content"]) is None and looks_like_one_sentence(c["row"]["content"])
@@ -3668,7 +3694,13 @@ class YourMemory:
             if c["id"] not in docs:
                 docs[c["id"]] = parsed(c["row"]["content"], c["row"]["parse"])
             return docs[c["id"]]
-        order = self._answers_first(chosen, kind, related, doc, asked_words) if kind else list(chosen)
+        answers = {}  # each result's values of what the question asks for, found once
+
+        def values(c):
+            if c["id"] not in answers:
+                answers[c["id"]] = kind_values(doc(c), kind, asked_words) if kind else set()
+            return answers[c["id"]]
+        order = self._answers_first(chosen, related, doc, values) if kind else list(chosen)
         # A result's id -> the newest value that came in from the rest above it. The rest are not compared
         # with each other, so a newer one goes above that; results were, and are met first in the loop.
         heads = {}
@@ -3680,7 +3712,7 @@ class YourMemory:
                 if (similarity is not None and similarity >= floor
                         and earlier["row"]["stated_at"] < later["row"]["stated_at"]
                         and self._newer_value(doc(earlier), doc(later), similarity, asked_names, asked_words,
-                                              kind)):
+                                              values(earlier), values(later))):
                     anchor = heads.get(earlier["id"], earlier)
                     if not outside:
                         order.remove(later)
@@ -3719,17 +3751,15 @@ class YourMemory:
         return kept
 
     @staticmethod
-    def _answers_first(chosen: list[dict], kind: str, related: dict, doc: Callable,
-                       asked_words: set[str]) -> list[dict]:
-        """A fact that names what the question asks for (``asked_kind``) moves just above a close fact
-        ranked above it that names none of it, and takes its score; not above a newer one that announces
-        a change ("The team standup is now asynchronous" ends the 9:30 standup)."""
+    def _answers_first(chosen: list[dict], related: dict, doc: Callable, values: Callable) -> list[dict]:
+        """A fact that names what the question asks for (``values``: see ``kind_values``) moves just above a
+        close fact ranked above it that names none of it, and takes its score; not above a newer one that
+        announces a change ("The team standup is now asynchronous" ends the 9:30 standup)."""
         order = list(chosen)
         for answer in chosen:
             for above in order[:order.index(answer)]:
                 if (related.get((above["id"], answer["id"]), 0.0) >= NEWER_CLOSE_MIN_SIMILARITY
-                        and not names_kind(doc(above), kind, asked_words)
-                        and names_kind(doc(answer), kind, asked_words)
+                        and not values(above) and values(answer)
                         and not (above["row"]["stated_at"] > answer["row"]["stated_at"]
                                  and _announces_change(doc(above)))):
                     order.remove(answer)
@@ -3740,11 +3770,11 @@ class YourMemory:
 
     @staticmethod
     def _newer_value(old_doc, new_doc, similarity: float, asked_names: set[str], asked_words: set[str],
-                     kind: str | None = None) -> bool:
+                     old_values: set[str], new_values: set[str]) -> bool:
         """Does the newer text give the older one's fact another value: said nearly the same way (cosine
-        >= 0.6), or close (>= 0.5) and both naming what the question asks for (``asked_kind``), restated with
-        a change word (>= 0.4), or announced as a change of the same fact (>= 0.3, as ``_related_pairs``
-        already required)?
+        >= 0.6), or close (>= 0.5) and naming another value of what the question asks for than the older
+        one names (``old_values``, ``new_values``: see ``kind_values``), restated with a change word (>= 0.4),
+        or announced as a change of the same fact (>= 0.3, as ``_related_pairs`` already required)?
 
         A close fact does not count when the question names someone or something the older text names and
         the newer one does not: "Bob's favourite editor is Emacs" does not answer "Which editor does Alice
@@ -3763,15 +3793,12 @@ class YourMemory:
         standup?" before "... is at 8:45", nor "Idris has weekly one-on-ones with his manager" "Who is Idris's
         manager?" before "Idris's manager is Henrik".
         """
-        both_answer = (kind is not None and similarity >= NEWER_KIND_MIN_SIMILARITY
-                       and names_kind(old_doc, kind, asked_words) and names_kind(new_doc, kind, asked_words))
-        return (((similarity >= NEWER_CLOSE_MIN_SIMILARITY or both_answer)
+        another_answer = similarity >= NEWER_KIND_MIN_SIMILARITY and old_values and new_values - old_values
+        return (((similarity >= NEWER_CLOSE_MIN_SIMILARITY or another_answer)
                  and not (names_in(old_doc.text) - plain_words(new_doc.text)) & asked_names
                  and not _asked_about_the_older_number(old_doc, new_doc, asked_names)
                  and not _asked_about_the_older_subject(old_doc, new_doc, asked_words)
-                 and not (kind and names_kind(old_doc, kind, asked_words)
-                          and not names_kind(new_doc, kind, asked_words)
-                          and not _announces_change(new_doc)))
+                 and not (old_values and not new_values and not _announces_change(new_doc)))
                 or (similarity >= NEWER_FIRST_MIN_SIMILARITY and _announces_change(new_doc)
                     and restates_value(old_doc, new_doc))
                 or announces_update(old_doc, new_doc))
