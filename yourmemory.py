@@ -2335,6 +2335,38 @@ def _clause_parts(doc) -> dict[str, set[str]]:
     return parts
 
 
+def _asked_about_only_the_older(old_text: str, new_text: str, asked_names: set[str]) -> bool:
+    """Does the question name someone or something the older text names and the newer one does not? Not
+    when the newer one names it shorter: "Acme moved its headquarters to New York" names the "Acme Corp" of
+    "Where is Acme Corp headquartered?", "Dmitri is with Coldharbour Games" the Dmitri Volkov asked about;
+    "Priya Patel" is not "Priya Shah"."""
+    missing = (names_in(old_text) - plain_words(new_text)) & asked_names
+    if not missing:
+        return False
+    new_runs = _name_runs(new_text)
+
+    def said_shorter(name):
+        whole = next((run for run in _name_runs(old_text) if name in run), set())
+        sharing = [run for run in new_runs if run & whole - STOPWORDS]
+        return bool(sharing) and all(run <= whole for run in sharing)
+    return not all(said_shorter(name) for name in missing)
+
+
+def _name_runs(text: str) -> list[set[str]]:
+    """The runs of capitalised words in a text, each as its lower-cased words: "Acme Corp", "Dmitri Volkov"."""
+    runs, current = [], set()
+    for piece in text.split():
+        words = _runs(piece)
+        if words and all(_is_name(word) for word in words):
+            current |= {word.lower() for word in words}
+            if piece[-1].isalnum():
+                continue
+        if current:
+            runs.append(current)
+        current = set()
+    return runs + [current] if current else runs
+
+
 def _asked_about_the_older_number(old_doc, new_doc, asked_names: set[str]) -> bool:
     """Does the question name a number of the older fact's subject, where the newer fact's subject has its own?
     "When did version 1.4.0 ship?" asks about "Version 1.4.0 shipped on March 3", not "Version 1.5.0 shipped
@@ -3778,7 +3810,8 @@ class YourMemory:
 
         A close fact does not count when the question names someone or something the older text names and
         the newer one does not: "Bob's favourite editor is Emacs" does not answer "Which editor does Alice
-        like best?" before "Alice's favourite editor is Vim" (cosine 0.75), nor does "The Q4 cloud budget is
+        like best?" before "Alice's favourite editor is Vim" (cosine 0.75; a name said in part is said:
+        ``_asked_about_only_the_older``), nor does "The Q4 cloud budget is
         $55k" answer "What is the Q3 cloud budget?" before "The Q3 cloud budget is $40k", nor "Version 1.5.0
         shipped on March 17" "When did version 1.4.0 ship?" (``_asked_about_the_older_number``). Names are
         told by their capitals (``names_in``), so a question in lower case guards nothing, nor does an acronym
@@ -3795,7 +3828,7 @@ class YourMemory:
         """
         another_answer = similarity >= NEWER_KIND_MIN_SIMILARITY and old_values and new_values - old_values
         return (((similarity >= NEWER_CLOSE_MIN_SIMILARITY or another_answer)
-                 and not (names_in(old_doc.text) - plain_words(new_doc.text)) & asked_names
+                 and not _asked_about_only_the_older(old_doc.text, new_doc.text, asked_names)
                  and not _asked_about_the_older_number(old_doc, new_doc, asked_names)
                  and not _asked_about_the_older_subject(old_doc, new_doc, asked_words)
                  and not (old_values and not new_values and not _announces_change(new_doc)))

@@ -523,6 +523,24 @@ def test_a_newer_fact_about_another_subject_does_not_move_above_the_one_asked_ab
     assert memory.recall(question, top_k=3)["memories"][0]["content"] == answer
 
 
+@pytest.mark.parametrize("older, newer, question, moves", [
+    ("Acme Corp is headquartered in Boston.", "Acme moved its headquarters to New York.",
+     "Where is Acme Corp headquartered?", True),  # cosine 0.69
+    ("Dmitri Volkov works at Glasswing Security.", "Dmitri is with Coldharbour Games.",
+     "Which company is Dmitri Volkov at?", True),  # 0.66
+    ("Priya Shah lives in Leeds.", "Priya Patel moved to York last year.", "Where does Priya Shah live?", False),
+])
+def test_a_newer_fact_may_name_the_one_asked_about_shorter(memory, clock, older, newer, question, moves):
+    """The question names someone only the older fact names in full; the newer one names them by part of the
+    name ("Acme", "Dmitri"), which is still them, unless it goes on with a part of its own ("Priya Patel")."""
+    first = memory.store(older)
+    clock.advance(seconds=60)
+    second = memory.store(newer)
+    assert second["action"] == "store"
+    top = memory.recall(question, top_k=2)["memories"]
+    assert [m["id"] for m in top] == ([second["id"], first["id"]] if moves else [first["id"], second["id"]])
+
+
 @pytest.mark.parametrize("question, kind", [
     ("When is the design review?", "time"),
     ("What time is standup?", "time"),
