@@ -2777,8 +2777,9 @@ def _marks(token) -> set[str]:
     for child in token.children:
         if child.dep_ in ("compound", "nummod", "npadvmod") or child.pos_ in ("PROPN", "NUM"):
             marks |= {child.lower_} | _marks(child)
-        elif child.dep_ == "prep":  # "the flight to Osaka", "the office in Leeds"
-            for place in (grandchild for grandchild in child.children if grandchild.dep_ == "pobj"):
+        elif child.dep_ == "prep":  # "the flight to Osaka", "the office in Leeds"; not "the contact for us"
+            for place in (grandchild for grandchild in child.children
+                          if grandchild.dep_ == "pobj" and grandchild.pos_ != "PRON"):
                 marks |= {place.lower_} | _marks(place)
     return marks
 
