@@ -294,6 +294,7 @@ ASKED_KINDS = (
 TIME_POINT = re.compile(r"\d{1,2}(:\d\d|[ap]m|[ap]\.m\.?)|\d+(st|nd|rd|th)|\d{1,4}[/-]\d{1,2}[/-]\d{1,4}"
                         r"|\d{1,2}\.\d{1,2}\.\d{4}|q[1-4]|eod", re.I)  # "12.03.2026" is a date, "3.11.2" a version
 YEAR = re.compile(r"(19|20)\d\d")
+ORDINAL = re.compile(r"\d+(st|nd|rd|th)", re.I)
 TIME_WORDS = MONTHS | (FREQUENCY_ADVERBS - {"always", "usually", "regularly"}) | {
     "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "weekday", "weekend",
     "morning", "afternoon", "evening", "night", "noon", "midday", "midnight", "lunch", "lunchtime", "tonight",
@@ -2458,15 +2459,15 @@ def _value_words(token) -> str:
 
 
 def _is_a_name(token) -> bool:
-    """"Henrik", "Excalidraw", "GraphQL", "WARN", "gRPC", "WezTerm": a word with a capital past its first
-    letter, or a capitalised word inside its sentence, or at its start if it is a proper noun or a noun that
+    """"Henrik", "Excalidraw", "GraphQL", "WARN", "gRPC", "WezTerm", "k6": a word with a capital past its first
+    letter, or of letters and digits, or a capitalised word inside its sentence, or at its start if it is a proper noun or a noun that
     is no dictionary word ("Buildkite runs ...", "Ines keeps ...", not "The ...", "Deploys run ..."). The small
     model's proper nouns alone are not enough ("books aisle seats"), and "I" is no name, nor "OK", "March",
     "Monday" or the "AM" of "9 AM" (times)."""
     if token.pos_ in ("PRON", "INTJ") or _names_a_time(token) or token.lower_ in ("am", "pm"):
         return False
-    if any(c.isupper() for c in token.text[1:]):
-        return True
+    if any(c.isupper() for c in token.text[1:]) or (_is_mark(token.text) and not ORDINAL.fullmatch(token.text)):
+        return True  # "k6", "central-1" of "eu-central-1"; not "3rd"
     if not token.text[:1].isupper():
         return False
     return (not token.is_sent_start or token.pos_ == "PROPN"

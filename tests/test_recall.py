@@ -624,6 +624,9 @@ def test_what_a_text_names_of_what_is_asked(text, kind, names):
     ("Managers approve every release.", "name", "Who signs off releases?", False),
     ("OK, the sync moved to 9 AM.", "name", "Who runs the sync?", False),
     ("The 3am nightly backup job was retired.", "time", "When does the nightly backup run?", False),  # its subject
+    ("Load tests for the team are k6 scripts.", "name", "What tool do we write load tests in?", True),
+    ("The production servers are located in eu-central-1.", "name", "Which region are the servers in?", True),
+    ("Wen's desk is on the 3rd floor.", "name", "Which floor does Wen sit on?", False),  # an ordinal
     ("Since March I take notes on paper.", "name", "What app does the user take notes in?", False),
     ("React 19 is what the dashboard uses.", "number", "Which React version does the dashboard use?", True),
     ("The nightly build is owned by the platform team.", "time", "When does the nightly build run?", False),
