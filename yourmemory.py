@@ -262,6 +262,12 @@ NEWER_CLOSE_MIN_SIMILARITY = 0.6
 # seven seen stale-fact files, 0.5 put the current value first in 43 more chains and lost it in 15 (a newer
 # fact naming something else of the same kind); 0.4 gained 57 and lost 26, 0.3 did worse.
 NEWER_KIND_MIN_SIMILARITY = 0.5
+# A fact that names what the question asks for moves above a fact this related that names none of it
+# ("Growth standup moved to 10:15" above "The growth team's standup is held on Zoom" for "What time is the
+# growth team's standup?"). On the seven seen stale-fact files, 0.4 put the current value first in 16 more
+# chains than 0.6 and lost it in one ("a 14-inch MacBook Pro" read as a number for "Which macOS version...");
+# 0.5 gained 10, 0.3 lost two more.
+ANSWER_FIRST_MIN_SIMILARITY = 0.4
 # A newer value that did not make the results comes in above an older one that did, if the two are this
 # close: at 0.3 unrelated news about the same user came in ("migrated their notes to Obsidian").
 NEWER_FROM_REST_MIN_SIMILARITY = 0.55
@@ -295,6 +301,7 @@ TIME_POINT = re.compile(r"\d{1,2}(:\d\d|[ap]m|[ap]\.m\.?)|\d+(st|nd|rd|th)|\d{1,
                         r"|\d{1,2}\.\d{1,2}\.\d{4}|q[1-4]|eod", re.I)  # "12.03.2026" is a date, "3.11.2" a version
 YEAR = re.compile(r"(19|20)\d\d")
 ORDINAL = re.compile(r"\d+(st|nd|rd|th)", re.I)
+NUMBER_WORD = re.compile(r"[vV]?\d")  # "3.11", "v2.3.0", "8443"; not "S3", "EC2" (names)
 TIME_WORDS = MONTHS | (FREQUENCY_ADVERBS - {"always", "usually", "regularly"}) | {
     "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "weekday", "weekend",
     "morning", "afternoon", "evening", "night", "noon", "midday", "midnight", "lunch", "lunchtime", "tonight",
@@ -2446,7 +2453,7 @@ def kind_values(doc, kind: str, asked_words: set[str]) -> set[str]:
         return {_value_words(t) for t in doc if _is_a_name(t) and not plain_words(t.text) <= asked_words}
     named = {"time": _names_a_time,
              "amount": lambda t: t.tag_ == "CD" or _has_digit(t),
-             "number": _has_digit,
+             "number": lambda t: NUMBER_WORD.match(t.text) is not None,
              "place": _names_a_place}[kind]
     whole_subject = kind in ("time", "place")
     return {_value_words(t) for t in doc
@@ -3787,12 +3794,12 @@ class YourMemory:
     @staticmethod
     def _answers_first(chosen: list[dict], related: dict, doc: Callable, values: Callable) -> list[dict]:
         """A fact that names what the question asks for (``values``: see ``kind_values``) moves just above a
-        close fact ranked above it that names none of it, and takes its score; not above a newer one that
-        announces a change ("The team standup is now asynchronous" ends the 9:30 standup)."""
+        related fact (cosine >= 0.4) ranked above it that names none of it, and takes its score; not above a
+        newer one that announces a change ("The team standup is now asynchronous" ends the 9:30 standup)."""
         order = list(chosen)
         for answer in chosen:
             for above in order[:order.index(answer)]:
-                if (related.get((above["id"], answer["id"]), 0.0) >= NEWER_CLOSE_MIN_SIMILARITY
+                if (related.get((above["id"], answer["id"]), 0.0) >= ANSWER_FIRST_MIN_SIMILARITY
                         and not values(above) and values(answer)
                         and not (above["row"]["stated_at"] > answer["row"]["stated_at"]
                                  and _announces_change(doc(above)))):

@@ -627,6 +627,7 @@ def test_what_a_text_names_of_what_is_asked(text, kind, names):
     ("Load tests for the team are k6 scripts.", "name", "What tool do we write load tests in?", True),
     ("The production servers are located in eu-central-1.", "name", "Which region are the servers in?", True),
     ("Wen's desk is on the 3rd floor.", "name", "Which floor does Wen sit on?", False),  # an ordinal
+    ("The data team keeps Terraform state in an S3 bucket.", "number", "Which Terraform version do we use?", False),
     ("Since March I take notes on paper.", "name", "What app does the user take notes in?", False),
     ("React 19 is what the dashboard uses.", "number", "Which React version does the dashboard use?", True),
     ("The nightly build is owned by the platform team.", "time", "When does the nightly build run?", False),
@@ -719,6 +720,16 @@ def test_a_fact_that_names_what_is_asked_moves_above_a_close_one_that_does_not(m
     memory.store("The book club reads one novel a month, picked by vote.")
     top = memory.recall("When does the book club that picks its novel by vote meet?", top_k=2)["memories"]
     assert top[0]["id"] == answer["id"] and top[0]["via"] == "answer" and top[0]["score"] == top[1]["score"]
+
+
+def test_a_fact_that_names_what_is_asked_moves_above_a_merely_related_one(memory, clock):
+    """Below the close-fact floor (the two at cosine 0.58), the one that names a time still answers "What time"
+    before the one about the same standup that names none."""
+    memory.store("The growth team's standup is held on Zoom.")
+    clock.advance(seconds=60)
+    answer = memory.store("Growth standup is at 10:15.")
+    top = memory.recall("What time is the growth team's standup?", top_k=2)["memories"]
+    assert top[0]["id"] == answer["id"] and top[0]["via"] == "answer"
 
 
 def test_an_announced_change_still_comes_first_when_it_names_no_answer(memory, clock):
