@@ -282,13 +282,17 @@ RESTATED_MIN_SIMILARITY = 0.95
 # standup?" is answered by "The infra team's daily standup happens at 8:45", not by "The infra team's
 # standup is capped at 15 minutes" (a length, not a time). The kinds are tried in order: "which day" asks for
 # a time, "which Python version" for a number, "which editor" for a name.
-_AUXILIARY = r"(is|are|was|were|do|does|did|will|would|should|can|could|has|have|had)\b"
+_AUXILIARIES = "is|are|was|were|do|does|did|will|would|should|can|could|has|have|had"
+_AUXILIARY = r"(" + _AUXILIARIES + r")\b"
 ASKED_KINDS = (
     ("time", re.compile(r"(when|(at )?(what|which) (time(?! zone)|(day|date|week|weekday|month|quarter|year|hour)s?)"
                         r"|by when|until when|how (often|soon|frequently))\b")),
     ("amount", re.compile(r"how (long|many|much|big|large|old|far|fast|high)\b")),  # "three", "40"
-    ("number", re.compile(r"(what|which) ((?!" + _AUXILIARY + r")\w+ ){0,2}(port|version|release|size|number"
-                          r"|limit|percentage|price|cost|budget|timeout)\b")),  # "which Python version"
+    # "which Python version", "what is the latest iOS app version", "what's the rate limit on ..."; not "what
+    # is the release checklist", "what is the number of replicas", "what does the release checklist include"
+    ("number", re.compile(r"(what|which)( (is|are|was|s))?( (?!" + _AUXILIARY + r")\w+){0,7}? (port|version|release"
+                          r"|size|limit|percentage|price|cost|budget|timeout|number(?! of))s?"
+                          r"(?= (of|for|on|in|at|to|that|which|we|our|the|set|supported|" + _AUXILIARIES + r")\b|$)")),
     ("place", re.compile(r"where\b")),
     # "which editor", "what app does", "what kind of database do", "what powers", "what tool defines";
     # not "what caused", "what happens", "what if", "what's", "what is"
@@ -2436,7 +2440,7 @@ def asked_kind(question: str) -> str | None:
     if not (asking and asking[0] in QUESTION_OPENERS
             and not {word.lower() for word in _runs(opening)[1:]} & QUESTION_OPENERS):
         asking = [word.lower() for word in _runs(question)]
-    opening = " ".join(asking[:7])  # "what kind of build tool do"
+    opening = " ".join(asking[:12])  # "what kind of build tool do", "what is the ... pool size"
     return next((kind for kind, pattern in ASKED_KINDS if pattern.match(opening)), None)
 
 

@@ -572,6 +572,10 @@ def test_a_newer_fact_may_name_the_one_asked_about_in_other_words(memory, clock,
     ("What if the build fails?", None),
     ("What does the release checklist include?", None),  # not a release number
     ("What is the number of replicas?", None),
+    ("What is the release process?", None),
+    ("What is the latest iOS app version?", "number"),
+    ("What's the rate limit on the public API?", "number"),
+    ("What is the inventory service's database connection pool size?", "number"),
     ("Which year did we launch the app?", "time"),
     ("What week is the offsite?", "time"),
     ("Which quarter does the migration ship in?", "time"),
@@ -652,6 +656,8 @@ def test_a_value_keeps_the_numbers_that_belong_to_it():
      "When does the book club meet?"),
     ("Nightly backups are written to the NAS in the basement.", "Nightly backups are encrypted before upload.",
      "Where are the nightly backups written?"),
+    ("Staging requests are cut off at 90 seconds.", "Staging retries a timed-out request once.",
+     "What is the request timeout on staging?"),  # "what is the ... timeout" asks for a number
 ])
 def test_a_newer_close_fact_that_names_no_answer_stays_below_one_that_does(memory, clock, older, newer, question):
     """Newer-first would take the newer fact (cosine >= 0.6) for the newer value; the question asks for a number,
