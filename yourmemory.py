@@ -286,6 +286,7 @@ _AUXILIARIES = "is|are|was|were|do|does|did|will|would|should|can|could|has|have
 _AUXILIARY = r"(" + _AUXILIARIES + r")\b"
 ASKED_KINDS = (
     ("time", re.compile(r"(when|(at )?(what|which) (time(?! zone)|(day|date|week|weekday|month|quarter|year|hour)s?)"
+                        r"|what (is|are|was) the (\w+ ){0,3}(deadline|due date)"  # "what is the deadline for ..."
                         r"|by when|until when|how (often|soon|frequently))\b")),
     ("amount", re.compile(r"how (long|many|much|big|large|old|far|fast|high)\b")),  # "three", "40"
     # "which Python version", "what is the latest iOS app version", "what's the rate limit on ..."; not "what
@@ -296,7 +297,10 @@ ASKED_KINDS = (
     ("place", re.compile(r"where\b")),
     # "which editor", "what app does", "what kind of database do", "what powers", "what tool defines";
     # not "what caused", "what happens", "what if", "what's", "what is"
-    ("name", re.compile(r"(who|whom|whose|which)\b|what (?!" + _AUXILIARY + r")\w+( \w+)?( of \w+( \w+)?)? "
+    # ... and "what do we use for ...", "what is the project called"
+    ("name", re.compile(r"(who|whom|whose|which)\b|what (do|does|did|will|should|can) (\w+ ){1,4}use\b"
+                        r"|what (is|are|was) (\w+ ){1,5}called\b"
+                        r"|what (?!" + _AUXILIARY + r")\w+( \w+)?( of \w+( \w+)?)? "
                         + _AUXILIARY + r"|what ((?!" + _AUXILIARY + r")\w+ )?(?!" + _AUXILIARY
                         + r"|s\b|(happen|mean|matter|cause|break|go|change)s\b)\w+s\b")),
 )
@@ -2474,9 +2478,11 @@ def _is_a_name(token) -> bool:
     letter, or of letters and digits, or a capitalised word inside its sentence, or at its start if it is a proper noun or a noun that
     is no dictionary word ("Buildkite runs ...", "Ines keeps ...", not "The ...", "Deploys run ..."). The small
     model's proper nouns alone are not enough ("books aisle seats"), and "I" is no name, nor "OK", "March",
-    "Monday" or the "AM" of "9 AM" (times)."""
+    "Monday", the "AM" of "9 AM" (times) or the "GB" of "8 GB" (a unit)."""
     if token.pos_ in ("PRON", "INTJ") or _names_a_time(token) or token.lower_ in ("am", "pm"):
         return False
+    if token.text.isupper() and token.i > 0 and token.nbor(-1).tag_ == "CD":
+        return False  # a unit: "8 GB", "5 GHz"
     if any(c.isupper() for c in token.text[1:]) or (_is_mark(token.text) and not ORDINAL.fullmatch(token.text)):
         return True  # "k6", "central-1" of "eu-central-1"; not "3rd"
     if not token.text[:1].isupper():
