@@ -284,31 +284,37 @@ RESTATED_MIN_SIMILARITY = 0.95
 # a time, "which Python version" for a number, "which editor" for a name.
 _AUXILIARIES = "is|are|was|were|do|does|did|will|would|should|can|could|has|have|had"
 _AUXILIARY = r"(" + _AUXILIARIES + r")\b"
+_NUMBER_NOUNS = r"(port|version|release|size|limit|percentage|price|cost|budget|timeout|number(?! of))s?"
+_EVENT_VERBS = r"(happens|means|matters|causes|breaks|goes|changes)\b"  # "what happens ..." asks for no name
 ASKED_KINDS = (
     ("time", re.compile(r"(when|(at )?(what|which) (time(?! zone)|(day|date|week|weekday|month|quarter|year|hour)s?)"
                         r"|what (is|are|was) the (\w+ ){0,3}(deadline|due date)"  # "what is the deadline for ..."
                         r"|by when|until when|how (often|soon|frequently))\b")),
     ("amount", re.compile(r"how (long|many|much|big|large|old|far|fast|high)\b")),  # "three", "40"
-    # "which Python version", "what is the latest iOS app version", "what's the rate limit on ..."; not "what
-    # is the release checklist", "what is the number of replicas", "what does the release checklist include"
-    ("number", re.compile(r"(what|which)( (is|are|was|s))?( (?!" + _AUXILIARY + r")\w+){0,7}? (port|version|release"
-                          r"|size|limit|percentage|price|cost|budget|timeout|number(?! of))s?"
-                          r"(?= (of|for|on|in|at|to|that|which|we|our|the|set|supported|" + _AUXILIARIES + r")\b|$)")),
+    # "which Python version", "which release added SSO", "what is the latest iOS app version", "what's the rate
+    # limit on ..."; not "what is the release checklist", "what is the number of replicas", "what does the ..."
+    ("number", re.compile(r"(what|which) ((?!" + _AUXILIARY + r")\w+ ){0,2}" + _NUMBER_NOUNS + r"\b"
+                          r"|(what|which) (is|are|was|s)( \w+){0,7}? " + _NUMBER_NOUNS
+                          + r"(?= (of|for|on|in|at|to|that|which|we|our|the|set|supported|" + _AUXILIARIES
+                          + r")\b|$)")),
     ("place", re.compile(r"where\b")),
     # "which editor", "what app does", "what kind of database do", "what powers", "what tool defines";
     # not "what caused", "what happens", "what if", "what's", "what is"
     # ... and "what do we use for ...", "what is the project called"
     ("name", re.compile(r"(who|whom|whose|which)\b|what (do|does|did|will|should|can) (\w+ ){1,4}use\b"
                         r"|what (is|are|was) (\w+ ){1,5}called\b"
-                        r"|what (?!" + _AUXILIARY + r")\w+( \w+)?( of \w+( \w+)?)? "
-                        + _AUXILIARY + r"|what ((?!" + _AUXILIARY + r")\w+ )?(?!" + _AUXILIARY
-                        + r"|s\b|(happen|mean|matter|cause|break|go|change)s\b)\w+s\b")),
+                        r"|what (?!" + _AUXILIARY + r")\w+( \w+)?( of \w+( \w+)?)? " + _AUXILIARY
+                        + r"|what ((?!" + _AUXILIARY + r")\w+ ){0,2}(?!" + _AUXILIARY + r"|s\b|" + _EVENT_VERBS
+                        + r")\w+s\b")),
 )
 # A time: a clock time, an ordinal day, a date, a year, a quarter; a weekday, a month, a part of the day; how often.
 TIME_POINT = re.compile(r"\d{1,2}(:\d\d|[ap]m|[ap]\.m\.?)|\d+(st|nd|rd|th)|\d{1,4}[/-]\d{1,2}[/-]\d{1,4}"
                         r"|\d{1,2}\.\d{1,2}\.\d{4}|q[1-4]|eod", re.I)  # "12.03.2026" is a date, "3.11.2" a version
 YEAR = re.compile(r"(19|20)\d\d")
 ORDINAL = re.compile(r"\d+(st|nd|rd|th)", re.I)
+POSSESSIVE_END = re.compile(r"['’]s$")
+TITLES = {"Dr.", "Mr.", "Mrs.", "Ms.", "Prof.", "St."}  # "Dr. Anna Chen" is one name
+TITLE_WORDS = {title.lower().rstrip(".") for title in TITLES}
 NUMBER_WORD = re.compile(r"[vV]?\d")  # "3.11", "v2.3.0", "8443"; not "S3", "EC2" (names)
 TIME_WORDS = MONTHS | (FREQUENCY_ADVERBS - {"always", "usually", "regularly"}) | {
     "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "weekday", "weekend",
@@ -2356,7 +2362,7 @@ def _asked_about_only_the_older(old_text: str, new_text: str, asked_names: set[s
     when the newer one names it shorter: "Acme moved its headquarters to New York" names the "Acme Corp" of
     "Where is Acme Corp headquartered?", "Dmitri is with Coldharbour Games" the Dmitri Volkov asked about;
     "Priya Patel" is not "Priya Shah"."""
-    missing = (names_in(old_text) - plain_words(new_text)) & asked_names
+    missing = (names_in(old_text) - plain_words(new_text)) & asked_names - TITLE_WORDS
     if not missing:
         return False
     new_runs = _name_runs(new_text)
@@ -2369,13 +2375,17 @@ def _asked_about_only_the_older(old_text: str, new_text: str, asked_names: set[s
 
 
 def _name_runs(text: str) -> list[set[str]]:
-    """The runs of capitalised words in a text, each as its lower-cased words: "Acme Corp", "Dmitri Volkov"."""
+    """The runs of capitalised words in a text, each as its lower-cased words: "Acme Corp", "Dmitri Volkov",
+    "Anna Chen" of "Dr. Anna Chen", "Acme" of "Acme's headquarters"; not "The", nor a time word that opens the
+    text ("Yesterday Priya moved ...")."""
     runs, current = [], set()
-    for piece in text.split():
-        words = _runs(piece)
+    for i, piece in enumerate(unicodedata.normalize("NFC", text).split()):
+        bare = POSSESSIVE_END.sub("", piece)
+        words = _runs(bare)
         if words and all(_is_name(word) for word in words):
-            current |= {word.lower() for word in words}
-            if piece[-1].isalnum():
+            current |= {word.lower() for word in words
+                        if word.lower() not in STOPWORDS | TITLE_WORDS and not (i == 0 and word.lower() in TIME_WORDS)}
+            if bare == piece and (piece[-1].isalnum() or piece in TITLES):
                 continue
         if current:
             runs.append(current)
@@ -2469,26 +2479,45 @@ def kind_values(doc, kind: str, asked_words: set[str]) -> set[str]:
 
 
 def _value_words(token) -> str:
-    """A value's word with the numbers that belong to it: "june 20" (not "june", the same for June 1)."""
-    return " ".join(t.lower_ for t in [token, *(c for c in token.children if c.tag_ == "CD" or _has_digit(c))])
+    """A value's word with what belongs to it: the rest of the word it was split from ("2026-04-15", "eu-central-1")
+    and its numbers ("june 20", not "june": the same for June 1)."""
+    doc, end = token.doc, token.i
+    while end + 1 < len(doc) and doc[end].whitespace_ == "" and not _ends_a_word(doc, end + 1):
+        end += 1
+    numbers = [c.lower_ for c in token.children if (c.tag_ == "CD" or _has_digit(c)) and not token.i <= c.i <= end]
+    return " ".join([doc[token.i:end + 1].text.lower(), *numbers])
+
+
+def _ends_a_word(doc, i: int) -> bool:
+    """Is the i-th token punctuation that ends a word ("20." or "Vim,"), not a joint inside one ("2026-04")?"""
+    return doc[i].is_punct and (i + 1 == len(doc) or doc[i].whitespace_ != "" or doc[i + 1].is_punct)
 
 
 def _is_a_name(token) -> bool:
-    """"Henrik", "Excalidraw", "GraphQL", "WARN", "gRPC", "WezTerm", "k6": a word with a capital past its first
-    letter, or of letters and digits, or a capitalised word inside its sentence, or at its start if it is a proper noun or a noun that
-    is no dictionary word ("Buildkite runs ...", "Ines keeps ...", not "The ...", "Deploys run ..."). The small
-    model's proper nouns alone are not enough ("books aisle seats"), and "I" is no name, nor "OK", "March",
-    "Monday", the "AM" of "9 AM" (times) or the "GB" of "8 GB" (a unit)."""
+    """"Henrik", "Excalidraw", "GraphQL", "WARN", "gRPC", "WezTerm", "k6": a word with a capital past its
+    first letter, or of letters and digits, or a capitalised word inside its sentence, or at its start if it
+    is a proper noun, a noun that is no dictionary word ("Buildkite runs ...", "Ines keeps ...") or a singular
+    noun that modifies no other ("React is ..."; not "The ...", "Deploys run ...", "Feature branches are
+    ..."). The small model's proper nouns alone are
+    not enough ("books aisle seats"), and "I" is no name, nor "OK", "March", "Monday", "am" or "pm" (times),
+    "12.5" or "1,200" (numbers) or the "GB" of "8 GB" (a unit)."""
     if token.pos_ in ("PRON", "INTJ") or _names_a_time(token) or token.lower_ in ("am", "pm"):
         return False
     if token.text.isupper() and token.i > 0 and token.nbor(-1).tag_ == "CD":
         return False  # a unit: "8 GB", "5 GHz"
-    if any(c.isupper() for c in token.text[1:]) or (_is_mark(token.text) and not ORDINAL.fullmatch(token.text)):
-        return True  # "k6", "central-1" of "eu-central-1"; not "3rd"
+    if any(c.isupper() for c in token.text[1:]) or _letters_and_digits(token.text):
+        return True
     if not token.text[:1].isupper():
         return False
     return (not token.is_sent_start or token.pos_ == "PROPN"
-            or (token.pos_ == "NOUN" and token.lemma_.lower() not in _dictionary_words()))
+            or (token.pos_ == "NOUN" and token.lemma_.lower() not in _dictionary_words())
+            or (token.tag_ == "NN" and token.dep_ != "compound"))
+
+
+def _letters_and_digits(word: str) -> bool:
+    """"k6", "central-1" (of "eu-central-1"); not "3rd" (an ordinal), "12.5" or "1,200"."""
+    return (any(c.isdigit() for c in word) and any(c.isalpha() for c in word)
+            and not ORDINAL.fullmatch(word))
 
 
 @functools.lru_cache(maxsize=1)
@@ -3845,7 +3874,7 @@ class YourMemory:
         standup?" before "... is at 8:45", nor "Idris has weekly one-on-ones with his manager" "Who is Idris's
         manager?" before "Idris's manager is Henrik".
         """
-        another_answer = similarity >= NEWER_KIND_MIN_SIMILARITY and old_values and new_values - old_values
+        another_answer = similarity >= NEWER_KIND_MIN_SIMILARITY and bool(old_values) and bool(new_values - old_values)
         return (((similarity >= NEWER_CLOSE_MIN_SIMILARITY or another_answer)
                  and not _asked_about_only_the_older(old_doc.text, new_doc.text, asked_names)
                  and not _asked_about_the_older_number(old_doc, new_doc, asked_names)
