@@ -2365,10 +2365,10 @@ def _asked_about_only_the_older(old_text: str, new_text: str, asked_names: set[s
     missing = (names_in(old_text) - plain_words(new_text)) & asked_names - TITLE_WORDS
     if not missing:
         return False
-    new_runs = _name_runs(new_text)
+    old_runs, new_runs = _name_runs(old_text), _name_runs(new_text)
 
     def said_shorter(name):
-        whole = next((run for run in _name_runs(old_text) if name in run), set())
+        whole = next((run for run in old_runs if name in run), set())
         sharing = [run for run in new_runs if run & whole - STOPWORDS]
         return bool(sharing) and all(run <= whole for run in sharing)
     return not all(said_shorter(name) for name in missing)
