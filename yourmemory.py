@@ -2416,6 +2416,17 @@ def _asked_about_the_older_subject(old_doc, new_doc, asked_words: set[str]) -> b
     return bool((old_marks - new_marks) & asked_words) and bool(new_marks - old_marks - asked_words)
 
 
+def _about_someone_else(old_doc, new_doc, asked_words: set[str]) -> bool:
+    """Is the newer fact's subject a person the question does not ask about, and the older fact's is not
+    them: "Priya's parents live in Chennai" for "Where does Priya live?" after "Priya lives in Bangalore"?"""
+    new_subject, old_subject = _subject(new_doc), _subject(old_doc)
+    if new_subject is None or new_subject.lemma_.lower() not in PEOPLE_NOUNS:
+        return False
+    person = new_subject.lemma_.lower()
+    return (not {person, new_subject.lower_} & asked_words
+            and (old_subject is None or old_subject.lemma_.lower() != person))
+
+
 def _asked_about_the_older_topic(old_doc, new_doc, asked_words) -> bool:
     """The same test for a noun both facts have (by lemma) among their topics: the subject, what "is" makes
     of it ("Alice is the *frontend* lead" / "Bob is the *backend* lead"), or, where the small model read the
@@ -3872,13 +3883,15 @@ class YourMemory:
         an amount, a number, a place, a name) that the older text names and the newer one, announcing no
         change, does not: "The infra standup is capped at 15 minutes" does not answer "When is the infra
         standup?" before "... is at 8:45", nor "Idris has weekly one-on-ones with his manager" "Who is Idris's
-        manager?" before "Idris's manager is Henrik".
+        manager?" before "Idris's manager is Henrik". Nor when the newer fact is about another person
+        (``_about_someone_else``): "Priya's parents live in Chennai".
         """
         another_answer = similarity >= NEWER_KIND_MIN_SIMILARITY and bool(old_values) and bool(new_values - old_values)
         return (((similarity >= NEWER_CLOSE_MIN_SIMILARITY or another_answer)
                  and not _asked_about_only_the_older(old_doc.text, new_doc.text, asked_names)
                  and not _asked_about_the_older_number(old_doc, new_doc, asked_names)
                  and not _asked_about_the_older_subject(old_doc, new_doc, asked_words)
+                 and not _about_someone_else(old_doc, new_doc, asked_words)
                  and not (old_values and not new_values and not _announces_change(new_doc)))
                 or (similarity >= NEWER_FIRST_MIN_SIMILARITY and _announces_change(new_doc)
                     and restates_value(old_doc, new_doc))

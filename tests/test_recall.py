@@ -546,6 +546,22 @@ def test_a_newer_fact_may_name_the_one_asked_about_in_other_words(memory, clock,
     assert [m["id"] for m in top] == ([second["id"], first["id"]] if moves else [first["id"], second["id"]])
 
 
+@pytest.mark.parametrize("older, newer, question, moves", [
+    ("Priya lives in Bangalore.", "Priya's parents live in Chennai.", "Where does Priya live?", False),  # 0.88
+    ("I work at Shopify.", "My sister works at a bank in Leeds.", "Where do I work?", False),
+    ("My dad lives in Leeds.", "My dad's new place is in York.", "Where does my dad live?", True),  # asked about him
+])
+def test_a_newer_fact_about_someone_else_is_no_newer_value(memory, clock, older, newer, question, moves):
+    """A newer close fact whose subject is another person (a relative, a manager...) than the question asks
+    about says nothing new of the one asked about."""
+    first = memory.store(older)
+    clock.advance(seconds=60)
+    second = memory.store(newer)
+    assert second["action"] == "store"
+    top = memory.recall(question, top_k=2)["memories"]
+    assert [m["id"] for m in top] == ([second["id"], first["id"]] if moves else [first["id"], second["id"]])
+
+
 @pytest.mark.parametrize("question, kind", [
     ("When is the design review?", "time"),
     ("What time is standup?", "time"),
