@@ -312,6 +312,10 @@ TIME_POINT = re.compile(r"\d{1,2}(:\d\d|[ap]m|[ap]\.m\.?)|\d+(st|nd|rd|th)|\d{1,
                         r"|\d{1,2}\.\d{1,2}\.\d{4}|q[1-4]|eod", re.I)  # "12.03.2026" is a date, "3.11.2" a version
 YEAR = re.compile(r"(19|20)\d\d")
 ORDINAL = re.compile(r"\d+(st|nd|rd|th)", re.I)
+_SHORT_FORMS = {"prod": "production", "dev": "development", "db": "database", "repo": "repository",
+                "docs": "documentation", "config": "configuration", "env": "environment", "auth": "authentication",
+                "k8s": "kubernetes", "infra": "infrastructure", "app": "application", "ops": "operations"}
+SHORT_FORMS = _SHORT_FORMS | {long: short for short, long in _SHORT_FORMS.items()}
 POSSESSIVE_END = re.compile(r"['’]s$")
 TITLES = {"Dr.", "Mr.", "Mrs.", "Ms.", "Prof.", "St."}  # "Dr. Anna Chen" is one name
 TITLE_WORDS = {title.lower().rstrip(".") for title in TITLES}
@@ -1630,6 +1634,12 @@ def checks_a_value(question: str) -> bool:
         words.pop(0)
     yes_or_no = bool(words) and words[0] in QUESTION_OPENERS and words[0] not in WH_WORDS
     return yes_or_no or bool(STILL_WORDS & set(words))
+
+
+def with_short_forms(words: set[str]) -> set[str]:
+    """The words and the other form of each that has a common short one: "prod" and "production", "db" and
+    "database", so that "the prod cluster" asks about "The production cluster ..."."""
+    return words | {SHORT_FORMS[word] for word in words if word in SHORT_FORMS}
 
 
 def plain_words(text: str) -> set[str]:
@@ -3748,7 +3758,7 @@ class YourMemory:
             ranked = sorted(candidates.values(), key=lambda c: -c["score"])
             rest = ranked[top_k:top_k + min((NEWER_FROM_REST_FACTOR - 1) * top_k, NEWER_FROM_REST_MAX)]
             asked_names = names_in(query) | (set() if checks_a_value(query) else numbers_in(query))
-            chosen = self._newer_values_first(ranked[:top_k], rest, asked_names, plain_words(query),
+            chosen = self._newer_values_first(ranked[:top_k], rest, asked_names, with_short_forms(plain_words(query)),
                                               asked_kind(query))
             chosen = self._keep_restated(chosen, ranked)
             self._fill_similarity({c["id"]: c for c in chosen}, vector)  # one reached by the graph has none yet

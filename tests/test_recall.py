@@ -512,6 +512,8 @@ def test_a_memory_like_every_other_ranks_below_a_specific_one(memory, clock):
      "How big is the staging database?", "The staging database is 200 GB."),
     (["The email worker uses 512 MB of memory.", "The billing worker uses 2 GB of memory."],
      "How much memory does the email worker use?", "The email worker uses 512 MB of memory."),
+    (["The production cluster runs Kubernetes 1.30.", "The staging cluster runs Kubernetes 1.31."],
+     "What Kubernetes version is the prod cluster on?", "The production cluster runs Kubernetes 1.30."),  # "prod"
 ])
 def test_a_newer_fact_about_another_subject_does_not_move_above_the_one_asked_about(memory, clock, stored,
                                                                                    question, answer):
