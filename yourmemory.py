@@ -2795,6 +2795,17 @@ def _regular_stems(word: str) -> list[str]:
     return []
 
 
+def _only_shared_newness(old_doc, new_doc) -> bool:
+    """Is the newer text's only sign of a change a "new" that the older text says of the same thing? "The new
+    dashboard has to support dark mode" announces nothing after "The new dashboard will be built in React":
+    "the new dashboard" is the thing's name in both."""
+    signs = [t for t in new_doc if _is_change_verb(t) or _is_marker(t) or _says_newness(t) or _these_days(t)
+             or _as_of(t)]
+    said_before = {(t.lower_, t.head.lemma_.lower()) for t in old_doc if t.lower_ in NEWNESS_WORDS}
+    return bool(signs) and all(t.lower_ in NEWNESS_WORDS and (t.lower_, t.head.lemma_.lower()) in said_before
+                               for t in signs)
+
+
 def _says_newness(token) -> bool:
     if token.lower_ not in NEWNESS_WORDS:
         return False
@@ -3570,6 +3581,7 @@ class YourMemory:
         if not (may_contradict or may_announce or may_restate):
             return False  # decided without the old text's parse
         old_doc = old_parse()
+        may_announce = may_announce and not _only_shared_newness(old_doc, new_doc)
         alike = functools.cache(lambda: self._values_alike(old_doc, new_doc))  # one model call a pair at most
         announced = (may_announce and announces_update(old_doc, new_doc)
                      and not _one_more_value(old_doc, new_doc))

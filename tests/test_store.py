@@ -239,6 +239,9 @@ def test_an_announced_change_in_other_words_supersedes(memory, old, new):
     ("Mia writes in English.", "Mia now writes in Notion."),
     # "current" is no value: the new text names only what the old one already holds
     ("Releases are tagged with semantic versions like v2.3.0.", "The current release is v2.3.0."),
+    # "new" in both is the thing's name, no newness announced
+    ("The new dashboard will be built in React.", "The new dashboard has to support dark mode."),
+    ("Internally the new search feature goes by Osprey.", "The new search feature is on the Q3 roadmap."),
 ])
 def test_another_fact_like_an_older_one_does_not_replace_it(memory, old, new):
     """Pairs a user met in realistic use (2026-12-01), each of which superseded the older memory and so hid
