@@ -525,6 +525,17 @@ def test_a_newer_fact_about_another_subject_does_not_move_above_the_one_asked_ab
     assert memory.recall(question, top_k=3)["memories"][0]["content"] == answer
 
 
+def assert_newer_comes_first(memory, clock, older, newer, question, moves):
+    """Store ``older``, then ``newer`` a minute later (kept as its own memory); the two come back newer first
+    if ``moves``, else older first."""
+    first = memory.store(older)
+    clock.advance(seconds=60)
+    second = memory.store(newer)
+    assert second["action"] == "store"
+    top = memory.recall(question, top_k=2)["memories"]
+    assert [m["id"] for m in top] == ([second["id"], first["id"]] if moves else [first["id"], second["id"]])
+
+
 @pytest.mark.parametrize("older, newer, question, moves", [
     ("Acme Corp is headquartered in Boston.", "Acme moved its headquarters to New York.",
      "Where is Acme Corp headquartered?", True),  # cosine 0.69
@@ -540,12 +551,7 @@ def test_a_newer_fact_about_another_subject_does_not_move_above_the_one_asked_ab
 def test_a_newer_fact_may_name_the_one_asked_about_in_other_words(memory, clock, older, newer, question, moves):
     """The question names someone only the older fact names in full; the newer one names them by part of the
     name ("Acme", "Dmitri"), which is still them, unless it goes on with a part of its own ("Priya Patel")."""
-    first = memory.store(older)
-    clock.advance(seconds=60)
-    second = memory.store(newer)
-    assert second["action"] == "store"
-    top = memory.recall(question, top_k=2)["memories"]
-    assert [m["id"] for m in top] == ([second["id"], first["id"]] if moves else [first["id"], second["id"]])
+    assert_newer_comes_first(memory, clock, older, newer, question, moves)
 
 
 @pytest.mark.parametrize("older, newer, question, moves", [
@@ -556,12 +562,7 @@ def test_a_newer_fact_may_name_the_one_asked_about_in_other_words(memory, clock,
 def test_a_newer_fact_about_someone_else_is_no_newer_value(memory, clock, older, newer, question, moves):
     """A newer close fact whose subject is another person (a relative, a manager...) than the question asks
     about says nothing new of the one asked about."""
-    first = memory.store(older)
-    clock.advance(seconds=60)
-    second = memory.store(newer)
-    assert second["action"] == "store"
-    top = memory.recall(question, top_k=2)["memories"]
-    assert [m["id"] for m in top] == ([second["id"], first["id"]] if moves else [first["id"], second["id"]])
+    assert_newer_comes_first(memory, clock, older, newer, question, moves)
 
 
 @pytest.mark.parametrize("question, kind", [
