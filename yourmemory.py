@@ -2393,8 +2393,8 @@ def _name_runs(text: str) -> list[set[str]]:
         bare = POSSESSIVE_END.sub("", piece)
         words = _runs(bare)
         if words and all(_is_name(word) for word in words):
-            current |= {word.lower() for word in words
-                        if word.lower() not in STOPWORDS | TITLE_WORDS and not (i == 0 and word.lower() in TIME_WORDS)}
+            current |= {word.lower() for word in words if word.lower() not in STOPWORDS | TITLE_WORDS
+                        and not (i == 0 and word.lower() in TIME_WORDS)}
             if bare == piece and (piece[-1].isalnum() or piece in TITLES):
                 continue
         if current:
@@ -2500,8 +2500,8 @@ def kind_values(doc, kind: str, asked_words: set[str]) -> set[str]:
 
 
 def _value_words(token) -> str:
-    """A value's word with what belongs to it: the rest of the word it was split from ("2026-04-15", "eu-central-1")
-    and its numbers ("june 20", not "june": the same for June 1)."""
+    """A value's word with what belongs to it: the rest of the word it was split from ("2026-04-15",
+    "eu-central-1") and its numbers ("june 20", not "june": the same for June 1)."""
     doc, end = token.doc, token.i
     while end + 1 < len(doc) and doc[end].whitespace_ == "" and not _ends_a_word(doc, end + 1):
         end += 1
@@ -2519,9 +2519,8 @@ def _is_a_name(token) -> bool:
     first letter, or of letters and digits, or a capitalised word inside its sentence, or at its start if it
     is a proper noun, a noun that is no dictionary word ("Buildkite runs ...", "Ines keeps ...") or a singular
     noun that modifies no other ("React is ..."; not "The ...", "Deploys run ...", "Feature branches are
-    ..."). The small model's proper nouns alone are
-    not enough ("books aisle seats"), and "I" is no name, nor "OK", "March", "Monday", "am" or "pm" (times),
-    "12.5" or "1,200" (numbers) or the "GB" of "8 GB" (a unit)."""
+    ..."). The small model's proper nouns alone are not enough ("books aisle seats"), and "I" is no name, nor
+    "OK", "March", "Monday", "am" or "pm" (times), "12.5" or "1,200" (numbers) or the "GB" of "8 GB" (a unit)."""
     if token.pos_ in ("PRON", "INTJ") or _names_a_time(token) or token.lower_ in ("am", "pm"):
         return False
     if token.text.isupper() and token.i > 0 and token.nbor(-1).tag_ == "CD":
@@ -2712,7 +2711,12 @@ def _announces_change(doc) -> bool:
     negated ("the budget has not been set"); a marker ("now", "instead", "no longer", "since", "these days");
     or newness said of the fact itself ("my new manager is Raj", "revision 4 is current"), not of
     something it mentions ("thinks the new logo looks corporate")."""
-    return any(_is_change_verb(t) or _is_marker(t) or _says_newness(t) or _these_days(t) or _as_of(t) for t in doc)
+    return bool(_change_signs(doc))
+
+
+def _change_signs(doc) -> list:
+    """The words by which a text announces a change (see ``_announces_change``)."""
+    return [t for t in doc if _is_change_verb(t) or _is_marker(t) or _says_newness(t) or _these_days(t) or _as_of(t)]
 
 
 def _as_of(token) -> bool:
@@ -2799,8 +2803,7 @@ def _only_shared_newness(old_doc, new_doc) -> bool:
     """Is the newer text's only sign of a change a "new" that the older text says of the same thing? "The new
     dashboard has to support dark mode" announces nothing after "The new dashboard will be built in React":
     "the new dashboard" is the thing's name in both."""
-    signs = [t for t in new_doc if _is_change_verb(t) or _is_marker(t) or _says_newness(t) or _these_days(t)
-             or _as_of(t)]
+    signs = _change_signs(new_doc)
     said_before = {(t.lower_, t.head.lemma_.lower()) for t in old_doc if t.lower_ in NEWNESS_WORDS}
     return bool(signs) and all(t.lower_ in NEWNESS_WORDS and (t.lower_, t.head.lemma_.lower()) in said_before
                                for t in signs)
@@ -3770,8 +3773,8 @@ class YourMemory:
             ranked = sorted(candidates.values(), key=lambda c: -c["score"])
             rest = ranked[top_k:top_k + min((NEWER_FROM_REST_FACTOR - 1) * top_k, NEWER_FROM_REST_MAX)]
             asked_names = names_in(query) | (set() if checks_a_value(query) else numbers_in(query))
-            chosen = self._newer_values_first(ranked[:top_k], rest, asked_names, with_short_forms(plain_words(query)),
-                                              asked_kind(query))
+            asked_words = with_short_forms(plain_words(query))
+            chosen = self._newer_values_first(ranked[:top_k], rest, asked_names, asked_words, asked_kind(query))
             chosen = self._keep_restated(chosen, ranked)
             self._fill_similarity({c["id"]: c for c in chosen}, vector)  # one reached by the graph has none yet
             if not self.read_only:  # a read-only database is still searchable; it just cannot learn

@@ -731,7 +731,8 @@ def test_a_newer_close_fact_that_names_no_answer_stays_below_one_that_does(memor
 @pytest.mark.parametrize("stored, question, answer", [
     (["Idris's team lead is Mirela.", "Idris's manager is Henrik.", "Idris has weekly one-on-ones with his manager."],
      "Who is Idris's manager?", "Idris's manager is Henrik."),
-    (["Priya writes her notes in Obsidian.", "Priya keeps her notes in Notion.", "Priya keeps her to-do list on paper."],
+    (["Priya writes her notes in Obsidian.", "Priya keeps her notes in Notion.",
+      "Priya keeps her to-do list on paper."],
      "What app does Priya take notes in?", "Priya keeps her notes in Notion."),
 ])
 def test_a_newer_close_fact_that_names_nothing_stays_below_the_name_asked_for(memory, clock, stored, question,
