@@ -2380,7 +2380,7 @@ def _asked_about_only_the_older(old_text: str, new_text: str, asked_names: set[s
     def said_shorter(name):
         whole = next((run for run in old_runs if name in run), set())
         sharing = [run for run in new_runs if run & whole - STOPWORDS]
-        return bool(sharing) and all(run <= whole for run in sharing)
+        return bool(sharing) and all(_one_name(whole, run) for run in sharing)
     return not all(said_shorter(name) for name in missing)
 
 
@@ -2711,12 +2711,12 @@ def _announces_change(doc) -> bool:
     negated ("the budget has not been set"); a marker ("now", "instead", "no longer", "since", "these days");
     or newness said of the fact itself ("my new manager is Raj", "revision 4 is current"), not of
     something it mentions ("thinks the new logo looks corporate")."""
-    return bool(_change_signs(doc))
+    return next(_change_signs(doc), None) is not None  # the first sign is enough: stores ask this of every text
 
 
-def _change_signs(doc) -> list:
-    """The words by which a text announces a change (see ``_announces_change``)."""
-    return [t for t in doc if _is_change_verb(t) or _is_marker(t) or _says_newness(t) or _these_days(t) or _as_of(t)]
+def _change_signs(doc):
+    """The words by which a text announces a change (see ``_announces_change``), in order."""
+    return (t for t in doc if _is_change_verb(t) or _is_marker(t) or _says_newness(t) or _these_days(t) or _as_of(t))
 
 
 def _as_of(token) -> bool:
@@ -2803,7 +2803,7 @@ def _only_shared_newness(old_doc, new_doc) -> bool:
     """Is the newer text's only sign of a change a "new" that the older text says of the same thing? "The new
     dashboard has to support dark mode" announces nothing after "The new dashboard will be built in React":
     "the new dashboard" is the thing's name in both."""
-    signs = _change_signs(new_doc)
+    signs = list(_change_signs(new_doc))
     said_before = {(t.lower_, t.head.lemma_.lower()) for t in old_doc if t.lower_ in NEWNESS_WORDS}
     return bool(signs) and all(t.lower_ in NEWNESS_WORDS and (t.lower_, t.head.lemma_.lower()) in said_before
                                for t in signs)
