@@ -1687,8 +1687,9 @@ def question_share(text: str) -> float:
 
 def looks_like_one_sentence(text: str) -> bool:
     """A cheap test before a parse: a paragraph (a summary, a story) is never one value that changes.
-    ("Dr. Osei is our dentist" looks like two: a miss costs a reordering, never a wrong one.)"""
-    return len(_SENTENCE_BREAK.split(text.strip())) == 1
+    A title ends no sentence: "Amara now works at St. Aldric Clinic" is one."""
+    pieces = _SENTENCE_BREAK.split(text.strip())
+    return all(piece.rsplit(None, 1)[-1] in TITLES for piece in pieces[:-1])
 
 
 def _opens_like_question(sentence: str) -> bool:
@@ -2423,6 +2424,8 @@ def _asked_about_the_older_subject(old_doc, new_doc, asked_words: set[str]) -> b
     if old_subject is None or new_subject is None:
         return False
     old_marks, new_marks = _subject_marks_with_adjectives(old_subject), _subject_marks_with_adjectives(new_subject)
+    if new_subject.pos_ == "PROPN":  # "Bettina" of "Bettina Kraus is the owner of ..." is her name, not a mark
+        new_marks -= {child.lower_ for child in new_subject.children if child.pos_ == "PROPN"}
     return bool((old_marks - new_marks) & asked_words) and bool(new_marks - old_marks - asked_words)
 
 

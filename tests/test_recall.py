@@ -565,6 +565,20 @@ def test_a_newer_fact_about_someone_else_is_no_newer_value(memory, clock, older,
     assert_newer_comes_first(memory, clock, older, newer, question, moves)
 
 
+@pytest.mark.parametrize("older, newer, question", [
+    # "Bettina" is part of the newer subject's name, not a mark of another service (cosine 0.64)
+    ("The search service is owned by Ilya Petrenko.", "Bettina Kraus is the owner of the search service.",
+     "Who owns the search service?"),
+    # "St." ends no sentence: the newer fact is one sentence, so a newer value (0.56)
+    ("Amara Nwosu is a nurse at Riverbend Hospital.", "Amara now works at St. Aldric Clinic.",
+     "Where does Amara Nwosu work?"),
+])
+def test_a_newer_fact_named_by_a_person_or_a_title_is_a_newer_value(memory, clock, older, newer, question):
+    """A person's first name is no mark that sets their subject apart, and a title ("Dr.", "St.") does not
+    split a fact into two sentences."""
+    assert_newer_comes_first(memory, clock, older, newer, question, True)
+
+
 @pytest.mark.parametrize("question, kind", [
     ("When is the design review?", "time"),
     ("What time is standup?", "time"),
