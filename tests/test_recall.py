@@ -579,6 +579,17 @@ def test_a_newer_fact_named_by_a_person_or_a_title_is_a_newer_value(memory, cloc
     assert_newer_comes_first(memory, clock, older, newer, question, True)
 
 
+@pytest.mark.parametrize("newer, moves", [
+    ("Paolo Rinaldi has moved to Alba Logistics.", True),  # cosine 0.46, a change said
+    ("Paolo Rinaldi had lunch with the Alba Logistics team.", False),  # 0.48, no change said
+])
+def test_a_less_similar_fact_naming_another_answer_comes_first_when_it_says_a_change(memory, clock, newer, moves):
+    """Below cosine 0.5, a newer fact naming another value of what is asked comes first only if it says that
+    something changed: a change word is what makes a less similar statement the same fact."""
+    assert_newer_comes_first(memory, clock, "Our client contact Paolo Rinaldi works for Kestrel Foods.", newer,
+                             "Which company does Paolo Rinaldi work for?", moves)
+
+
 @pytest.mark.parametrize("question, kind", [
     ("When is the design review?", "time"),
     ("What time is standup?", "time"),
