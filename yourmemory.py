@@ -2425,10 +2425,16 @@ def _asked_about_the_older_subject(old_doc, new_doc, asked_words: set[str]) -> b
     old_subject, new_subject = _subject(old_doc), _subject(new_doc)
     if old_subject is None or new_subject is None:
         return False
-    old_marks, new_marks = _subject_marks_with_adjectives(old_subject), _subject_marks_with_adjectives(new_subject)
-    if new_subject.pos_ == "PROPN":  # "Bettina" of "Bettina Kraus is the owner of ..." is her name, not a mark
-        new_marks -= {child.lower_ for child in new_subject.children if child.pos_ == "PROPN"}
+    old_marks, new_marks = _subject_marks(old_subject), _subject_marks(new_subject)
     return bool((old_marks - new_marks) & asked_words) and bool(new_marks - old_marks - asked_words)
+
+
+def _subject_marks(subject) -> set[str]:
+    """What sets a subject apart from others of its kind, but not its own name ("Bettina" of "Bettina Kraus") nor
+    a number, which is a value ("One approval is enough")."""
+    return _subject_marks_with_adjectives(subject) - {
+        child.lower_ for child in subject.children
+        if child.like_num or child.dep_ == "nummod" or (subject.pos_ == "PROPN" and child.pos_ == "PROPN")}
 
 
 def _about_someone_else(old_doc, new_doc, asked_words: set[str]) -> bool:

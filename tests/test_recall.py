@@ -572,10 +572,14 @@ def test_a_newer_fact_about_someone_else_is_no_newer_value(memory, clock, older,
     # "St." ends no sentence: the newer fact is one sentence, so a newer value (0.56)
     ("Amara Nwosu is a nurse at Riverbend Hospital.", "Amara now works at St. Aldric Clinic.",
      "Where does Amara Nwosu work?"),
+    # "One" is the newer value, not a mark of another subject than the asked "payments changes" (0.66)
+    ("Payments changes need two approvals before merge.",
+     "One approval is enough for payments changes, as long as CI is green.",
+     "How many approvals do payments changes need?"),
 ])
 def test_a_newer_fact_named_by_a_person_or_a_title_is_a_newer_value(memory, clock, older, newer, question):
-    """A person's first name is no mark that sets their subject apart, and a title ("Dr.", "St.") does not
-    split a fact into two sentences."""
+    """A person's first name and a number are no marks that set a subject apart, and a title ("Dr.", "St.")
+    does not split a fact into two sentences."""
     assert_newer_comes_first(memory, clock, older, newer, question, True)
 
 
