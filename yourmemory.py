@@ -2278,7 +2278,7 @@ def _new_value_of_same_fact(old_doc, new_doc, *, same_subject: bool) -> bool:
         return False  # a paragraph (a summary, a story) is a record, not one value that can go stale
     if _other_owners(old_doc, new_doc):
         return False
-    old_words, new_words = content_lemmas(old_doc), content_lemmas(new_doc)
+    old_words, new_words = with_short_forms(content_lemmas(old_doc)), with_short_forms(content_lemmas(new_doc))
     old_subject, new_subject = subject_head(old_doc), subject_head(new_doc)
     if same_subject and old_subject != new_subject:
         return False  # "Priya's parents live in Chennai" is not where Priya lives

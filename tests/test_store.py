@@ -188,6 +188,7 @@ def test_a_changed_value_supersedes_the_old_memory(memory, old, new):
     ("The launch is on Thursday", "The launch moves to Friday"),  # a change planned in the simple present
     ("The office is on the 3rd floor.", "As of Monday, the office is on the 7th floor."),  # from a time on
     ("The user's rent is $1,800 a month.", "The user's rent went up to $1,950 a month."),  # an amount went up
+    ("The production database is PostgreSQL 14.", "The prod DB was upgraded to PostgreSQL 15."),  # short forms
 ])
 def test_an_announced_change_in_other_words_supersedes(memory, old, new):
     first = memory.store(old)
