@@ -2891,6 +2891,23 @@ def changed_values(doc, other) -> list:
     return [t for t in doc if t.lower_ in values]
 
 
+def _value_kinds(tokens) -> set[str]:
+    """"name" ("Klarna", "CI"), "quantity" (a time or a number: "weekends", "two"; not "one" of "one of our
+    customers" nor of "one-line"), both or neither ("optional", "monorepo")."""
+    return ({"name" for t in tokens if t.pos_ == "PROPN" or _is_a_name(t)}
+            | {"quantity" for t in tokens if _names_a_time(t) or (
+                (t.like_num or _has_digit(t)) and not any(child.lower_ == "of" for child in t.children)
+                and not (t.i + 1 < len(t.doc) and t.nbor().text == "-"))})
+
+
+def _value_kinds_meet(old_doc, new_doc) -> bool:
+    """Can the new text's changed values replace the old one's: of one kind, or either side of no kind? "Ingrid
+    joined Klarna as a data engineer" names a company where "Ingrid mentors junior engineers on weekends" names a
+    time; "PRs now need two approvals" a number where "PRs must pass CI before merging" names a check."""
+    old, new = _value_kinds(changed_values(old_doc, new_doc)), _value_kinds(changed_values(new_doc, old_doc))
+    return not (old and new) or bool(old & new)
+
+
 def _names_in_one_slot(old_tokens: list, new_tokens: list) -> bool:
     """Are both texts' changed values names in the same slot of their main verbs: "Marta works at Atlassian" /
     "Marta now works at Canva"? The model sets names of one kind far apart (0.18 for these two), so the value
@@ -3580,7 +3597,8 @@ class YourMemory:
         facts about now: an announced change ("we moved the CI to Buildkite") replaces them, and so
         does a very similar statement giving the same subject another value ("standup is at 9:45").
         Superseding hides the old memory, so a store asks more than recall's newer-first step: an
-        announced change that names what it replaced must replace a memory that mentions it, and a
+        announced change that names what it replaced must replace a memory that mentions it, and one whose changed
+        values are names, times or numbers must replace values of the same kind (``_value_kinds_meet``); a
         restatement must take its value through the same preposition. A guess ("I think ... might") states no
         value. ``values_alike``: the values the two texts do not share must also be of one kind
         (``_values_alike``), whatever the rule.
@@ -3601,6 +3619,7 @@ class YourMemory:
                      and not _one_more_value(old_doc, new_doc))
         replaced = ((may_contradict and contradicts(old_doc, new_doc))
                     or (may_announce and (announced or (_kindred_change(old_doc, new_doc) and alike()))
+                        and _value_kinds_meet(old_doc, new_doc)
                         and _mentions_replaced(old_doc, new_doc) and not _already_held(old_doc, new_doc))
                     or (may_restate and restates_value(old_doc, new_doc) and not _other_relations(old_doc, new_doc)
                         and not _narrower_case(old_doc, new_doc)

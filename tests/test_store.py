@@ -189,6 +189,9 @@ def test_a_changed_value_supersedes_the_old_memory(memory, old, new):
     ("The office is on the 3rd floor.", "As of Monday, the office is on the 7th floor."),  # from a time on
     ("The user's rent is $1,800 a month.", "The user's rent went up to $1,950 a month."),  # an amount went up
     ("The production database is PostgreSQL 14.", "The prod DB was upgraded to PostgreSQL 15."),  # short forms
+    ("Every PR needs one approval.", "PRs now need two approvals before merging."),  # a number for a number
+    ("Northwind is one of our customers.", "Northwind is no longer a customer; we signed Fabrikam in its place."),
+    ("The mobile app ships a release every two weeks.", "We're moving the mobile app to a monthly release train."),
 ])
 def test_an_announced_change_in_other_words_supersedes(memory, old, new):
     first = memory.store(old)
@@ -243,6 +246,10 @@ def test_an_announced_change_in_other_words_supersedes(memory, old, new):
     # "new" in both is the thing's name, no newness announced
     ("The new dashboard will be built in React.", "The new dashboard has to support dark mode."),
     ("Internally the new search feature goes by Osprey.", "The new search feature is on the Q3 roadmap."),
+    # an announced change whose values are of another kind than the old text's: a name for a time, a number for a name
+    ("Ingrid mentors junior engineers on weekends.", "Ingrid joined Klarna as a data engineer."),
+    ("PRs must pass CI before merging.", "PRs now need two approvals before merging."),
+    ("Priya has been a product manager for six years.", "Priya joined Klarna as a product manager."),
 ])
 def test_another_fact_like_an_older_one_does_not_replace_it(memory, old, new):
     """Pairs a user met in realistic use (2026-12-01), each of which superseded the older memory and so hid
