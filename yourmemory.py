@@ -214,6 +214,9 @@ RELATION_NOUNS = {"subscription", "membership", "integration", "support", "accou
 # Change verbs that add one more to a relation of several values ("Lukas joined a hiking club" after "Lukas is a
 # member of the chess club"), and the ties one has with several at a time.
 JOINING_VERBS = {"join", "hire", "adopt", "become"}
+# Where someone works: "works at Spotify", "works for the city council", "is interning at Apple".
+EMPLOYMENT_VERBS = {"work", "intern", "contract", "consult"}
+EMPLOYER_PREPOSITIONS = {"at", "for", "with"}
 SEVERAL_TIES_NOUNS = {"member", "fan", "friend", "volunteer", "supporter", "subscriber", "donor", "patron", "follower",
                       "contributor", "part"}
 ADDITION_WORDS = {"another", "also", "too", "additional", "additionally", "besides"}  # one more, not a new value
@@ -1909,6 +1912,7 @@ def announces_update(old_doc, new_doc) -> bool:
     return _announces_change(new_doc) and (_new_value_of_same_fact(old_doc, new_doc, same_subject=False)
                                            or _new_holder_of_role(old_doc, new_doc)
                                            or _new_holder_of_thing(old_doc, new_doc)
+                                           or _new_employer(old_doc, new_doc)
                                            or _replaces_what_it_holds(old_doc, new_doc))
 
 
@@ -2119,6 +2123,48 @@ def _new_holder_of_thing(old_doc, new_doc) -> bool:
     "Ravi took over the auth service" after "Hannah owns the auth service": the same thing held, another holder."""
     old, new = _holding(old_doc), _holding(new_doc)
     return old is not None and new is not None and old[1] == new[1] and old[0] != new[0]
+
+
+def _new_employer(old_doc, new_doc) -> bool:
+    """"Ingrid joined Klarna as a data engineer" after "Ingrid works at Spotify", "Arjun started at Skyline
+    Robotics" after "Arjun is a software engineer at Atlassian": the same person (or "I") joins a named employer
+    the old text does not name, and the old text says where they work."""
+    joined = _joined_employer(new_doc)
+    return (joined is not None and _owner_as_subject(old_doc, new_doc) and _employer(old_doc) is not None
+            and joined.lower_ not in {t.lower_ for t in old_doc})
+
+
+def _employer(doc):
+    """Where the subject works: "works at Spotify", "works for the city council", "is a designer at Canva", "is
+    interning at Apple"; None if the text does not say."""
+    root = next(iter(doc.sents)).root
+    if _verb_lemma(root) in EMPLOYMENT_VERBS:
+        heads = [root]
+    elif _verb_lemma(root) == "be":
+        heads = [c for c in root.children if c.dep_ == "attr" and c.pos_ == "NOUN"]
+    else:
+        return None
+    return next((pobj for head in heads for prep in head.children
+                 if prep.dep_ == "prep" and prep.lower_ in EMPLOYER_PREPOSITIONS
+                 for pobj in prep.children if pobj.dep_ == "pobj"), None)
+
+
+def _joined_employer(doc):
+    """The name a text's main verb joins: "joined Klarna", "left banking and joined SAP", "started at Skyline
+    Robotics"; not "joined a hiking club" nor "joined the Spotify running club" (no name)."""
+    root = next(iter(doc.sents)).root
+    for verb in [root, *(c for c in root.children if c.dep_ == "conj" and c.pos_ == "VERB")]:
+        if _verb_lemma(verb) == "join":
+            joined = [c for c in verb.children if c.dep_ == "dobj"]
+        elif _verb_lemma(verb) == "start":
+            joined = [pobj for prep in verb.children if prep.dep_ == "prep" and prep.lower_ in ("at", "with")
+                      for pobj in prep.children if pobj.dep_ == "pobj"]
+        else:
+            continue
+        named = [t for t in joined if t.pos_ == "PROPN" or _is_a_name(t)]
+        if named:
+            return named[0]
+    return None
 
 
 def _holding(doc) -> tuple[str, frozenset] | None:

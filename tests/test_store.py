@@ -190,6 +190,8 @@ def test_a_changed_value_supersedes_the_old_memory(memory, old, new):
     ("The user's rent is $1,800 a month.", "The user's rent went up to $1,950 a month."),  # an amount went up
     ("The production database is PostgreSQL 14.", "The prod DB was upgraded to PostgreSQL 15."),  # short forms
     ("Every PR needs one approval.", "PRs now need two approvals before merging."),  # a number for a number
+    ("Ingrid works at Spotify.", "Ingrid joined Klarna as a data engineer."),  # a named person's new employer
+    ("Arjun is a software engineer at Atlassian.", "Arjun started at Skyline Robotics."),
     ("Northwind is one of our customers.", "Northwind is no longer a customer; we signed Fabrikam in its place."),
     ("The mobile app ships a release every two weeks.", "We're moving the mobile app to a monthly release train."),
 ])
@@ -250,6 +252,7 @@ def test_an_announced_change_in_other_words_supersedes(memory, old, new):
     ("Ingrid mentors junior engineers on weekends.", "Ingrid joined Klarna as a data engineer."),
     ("PRs must pass CI before merging.", "PRs now need two approvals before merging."),
     ("Priya has been a product manager for six years.", "Priya joined Klarna as a product manager."),
+    ("Ingrid works at Spotify.", "Ingrid joined the Spotify running club."),  # joining no employer by name
 ])
 def test_another_fact_like_an_older_one_does_not_replace_it(memory, old, new):
     """Pairs a user met in realistic use (2026-12-01), each of which superseded the older memory and so hid
