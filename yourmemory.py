@@ -3892,7 +3892,7 @@ class YourMemory:
             if c["id"] not in answers:
                 answers[c["id"]] = kind_values(doc(c), kind, asked_words) if kind else set()
             return answers[c["id"]]
-        order = self._answers_first(chosen, related, doc, values) if kind else list(chosen)
+        order = self._answers_first(chosen, related, doc, values, asked_words) if kind else list(chosen)
         # A result's id -> the newest value that came in from the rest above it. The rest are not compared
         # with each other, so a newer one goes above that; results were, and are met first in the loop.
         heads = {}
@@ -3943,15 +3943,18 @@ class YourMemory:
         return kept
 
     @staticmethod
-    def _answers_first(chosen: list[dict], related: dict, doc: Callable, values: Callable) -> list[dict]:
+    def _answers_first(chosen: list[dict], related: dict, doc: Callable, values: Callable,
+                       asked_words: set[str]) -> list[dict]:
         """A fact that names what the question asks for (``values``: see ``kind_values``) moves just above a
         related fact (cosine >= 0.4) ranked above it that names none of it, and takes its score; not above a
-        newer one that announces a change ("The team standup is now asynchronous" ends the 9:30 standup)."""
+        newer one that announces a change ("The team standup is now asynchronous" ends the 9:30 standup), nor if
+        it is about someone else ("Jonas's brother works at a bank in Gothenburg": ``_about_someone_else``)."""
         order = list(chosen)
         for answer in chosen:
             for above in order[:order.index(answer)]:
                 if (related.get((above["id"], answer["id"]), 0.0) >= ANSWER_FIRST_MIN_SIMILARITY
                         and not values(above) and values(answer)
+                        and not _about_someone_else(doc(above), doc(answer), asked_words)
                         and not (above["row"]["stated_at"] > answer["row"]["stated_at"]
                                  and _announces_change(doc(above)))):
                     order.remove(answer)

@@ -565,6 +565,18 @@ def test_a_newer_fact_about_someone_else_is_no_newer_value(memory, clock, older,
     assert_newer_comes_first(memory, clock, older, newer, question, moves)
 
 
+def test_a_fact_about_someone_else_does_not_answer_first(memory, clock):
+    """Answer-first moves a fact naming what is asked (a place) above one that names none, but not a fact about
+    another person than the question asks about."""
+    memory.store("Jonas works at Spotify.")
+    clock.advance(seconds=60)
+    joined = memory.store("Jonas joined Klarna as a staff engineer.")
+    assert joined["action"] == "supersede"
+    clock.advance(seconds=60)
+    memory.store("Jonas's brother works at a bank in Gothenburg.")
+    assert memory.recall("Where does Jonas work?", top_k=2)["memories"][0]["id"] == joined["id"]
+
+
 @pytest.mark.parametrize("older, newer, question", [
     # "Bettina" is part of the newer subject's name, not a mark of another service (cosine 0.64)
     ("The search service is owned by Ilya Petrenko.", "Bettina Kraus is the owner of the search service.",
