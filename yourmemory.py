@@ -215,8 +215,14 @@ RELATION_NOUNS = {"subscription", "membership", "integration", "support", "accou
 # member of the chess club"), and the ties one has with several at a time.
 JOINING_VERBS = {"join", "hire", "adopt", "become"}
 # Where someone works: "works at Spotify", "works for the city council", "is interning at Apple".
-EMPLOYMENT_VERBS = {"work", "intern", "contract", "consult"}
+EMPLOYMENT_VERBS = {"work", "intern", "contract", "consult", "freelance", "employ"}
 EMPLOYER_PREPOSITIONS = {"at", "for", "with"}
+# Verbs by which one leaves an employer: "left Deloitte", "quit her job", "was laid off".
+LEAVING_VERBS = {"leave", "quit", "resign", "retire", "lay", "fire"}
+# Where one may work without it being one's employer: "I work at a café on Fridays", "works at home".
+WORKPLACES_THAT_ARE_NO_EMPLOYER = {"home", "office", "desk", "café", "cafe", "table", "computer", "laptop"}
+# "has a job at Figma", "took a position with Bosch": a post held at an employer.
+EMPLOYMENT_NOUNS = {"job", "position", "post", "role"}
 SEVERAL_TIES_NOUNS = {"member", "fan", "friend", "volunteer", "supporter", "subscriber", "donor", "patron", "follower",
                       "contributor", "part"}
 ADDITION_WORDS = {"another", "also", "too", "additional", "additionally", "besides"}  # one more, not a new value
@@ -2131,22 +2137,160 @@ def _new_employer(old_doc, new_doc) -> bool:
     the old text does not name, and the old text says where they work."""
     joined = _joined_employer(new_doc)
     return (joined is not None and _owner_as_subject(old_doc, new_doc) and _employer(old_doc) is not None
-            and joined.lower_ not in {t.lower_ for t in old_doc})
+            and _names_another_employer(joined, old_doc))
+
+
+def states_new_employer(old_doc, new_doc) -> bool:
+    """"Tomasz works at Grafana Labs" after "Tomasz is a developer at Allegro", "Noor's employer is UNICEF"
+    after "Noor works at the Red Cross", "Sam took a job at the city library" after "Sam works at a bakery":
+    both texts say where the same person works, the new one by name or through a post, and the new employer has
+    a word the old text lacks. One works at one employer at a time."""
+    old, new = _employer(old_doc), _employer(new_doc)
+    return (old is not None and new is not None and (_is_named(new) or _a_post_at(new))
+            and not (_with_a_tool(old) or _with_a_tool(new) or _maybe_a_person(new))
+            and _same_employee(old_doc, new_doc)
+            and _names_another_employer(new, old_doc))
+
+
+def _employee(doc) -> tuple[str, ...] | None:
+    """Who works there, as words: the subject ("Tomasz", "the user", "my wife"), or the possessor of
+    "employer" ("Noor's employer is ..."); None for "he", "she", "they": whom they stand for is unknown."""
+    person = _employee_token(doc)
+    return None if person is None else tuple(t.lower_ for t in person.subtree if t.dep_ not in ("det", "case"))
+
+
+def _name_words(person) -> set[str]:
+    """The words of a person's name ("grace", "liu" of "The user's mentor Grace Liu"); none for "Mia's brother"."""
+    if not _is_named(person):
+        return set()
+    return {t.lower_ for t in [person, *person.children] if t.dep_ in ("compound", "flat") or t is person
+            if _is_named(t)}
+
+
+def _employee_token(doc):
+    person = _subject(doc)
+    if person is not None and person.lemma_.lower() in {"employer", *EMPLOYMENT_NOUNS}:
+        person = next((c for c in person.children if c.dep_ == "poss"), None)
+    if person is None or (person.pos_ == "PRON" and person.lower_ not in FIRST_PERSON):
+        return None
+    # "The user's sister Hanna works ...": the name beside the noun
+    return next((c for c in person.children if c.dep_ == "appos" and _is_named(c)), person)
+
+
+def _same_employee(old_doc, new_doc) -> bool:
+    """The same person works in both: the same words ("the user", "my wife"), or the new text names them by
+    part of the old name ("Lena" of "Lena Okafor"; "Grace Liu" of "The user's mentor Grace Liu")."""
+    old, new = _employee(old_doc), _employee(new_doc)
+    if old is None or new is None:
+        return False
+    names = [_name_words(_employee_token(doc)) for doc in (old_doc, new_doc)]
+    if all(names):
+        return names[0] <= names[1] or names[1] <= names[0]
+    return old == new
+
+
+def _drops_employer(old_doc, new_doc) -> bool:
+    """The old text says where someone works and the new one neither names another employer nor says they left
+    ("Amara left her job and freelances now"): "Lena Okafor is a data engineer" says a role beside "Lena Okafor
+    works at Brightwell Analytics", "Tomasz has moved over to Zed" a tool beside "Tomasz works at Grafana
+    Labs"; neither replaces it."""
+    old = _employer(old_doc)
+    return (old is not None and _employer(new_doc) is None and _joined_employer(new_doc) is None
+            and not any(_verb_lemma(t) in LEAVING_VERBS for t in new_doc)
+            and old.lower_ not in {t.lower_ for t in new_doc})  # "moved from Deloitte to Accenture"
+
+
+def _a_post_at(employer) -> bool:
+    """Said through a post: "took a job at the city library", "Yuki's new job is at Rakuten"."""
+    return any(t.lemma_.lower() in EMPLOYMENT_NOUNS and t.dep_ in ("dobj", "nsubj")
+               for t in employer.sent if t.i < employer.i)
+
+
+def _maybe_a_person(employer) -> bool:
+    """"Tom now works for Sarah": one dictionary word after "for" may be a person one works for (the spaCy
+    model's lemma tables hold common first names), not an employer as "works for Datadog" is."""
+    return (employer.head.lower_ == "for" and not any(c.dep_ == "compound" for c in employer.children)
+            and employer.lower_ in _dictionary_words())
+
+
+def _with_a_tool(employer) -> bool:
+    """"works with Kubernetes" names what one works with; "is with Coldharbour Games" an employer."""
+    return employer.head.lower_ == "with" and _verb_lemma(employer.head.head) != "be"
+
+
+def _is_named(token) -> bool:
+    return token.pos_ == "PROPN" or _is_a_name(token)
+
+
+def _names_another_employer(employer, old_doc) -> bool:
+    """The employer's name ("Grafana Labs", "Nokia Bell Labs") has a word the old text lacks."""
+    name = [t for t in employer.lefts if t.dep_ == "compound"] + [employer]
+    return not {t.lower_ for t in name} <= {t.lower_ for t in old_doc}
 
 
 def _employer(doc):
     """Where the subject works: "works at Spotify", "works for the city council", "is a designer at Canva", "is
-    interning at Apple"; None if the text does not say."""
+    interning at Apple", "is employed by Deloitte", "has a job at Figma", "Noor's employer is UNICEF", "Yuki's new
+    job is at Rakuten", "is with Coldharbour Games", "left Zalando for Booking.com", "left Shopify and now works at
+    Datadog", "works at a startup called Fernway" (the name); None if the text does not say, or says a time
+    ("works at night")."""
     root = next(iter(doc.sents)).root
-    if _verb_lemma(root) in EMPLOYMENT_VERBS:
-        heads = [root]
-    elif _verb_lemma(root) == "be":
-        heads = [c for c in root.children if c.dep_ == "attr" and c.pos_ == "NOUN"]
-    else:
-        return None
-    return next((pobj for head in heads for prep in head.children
-                 if prep.dep_ == "prep" and prep.lower_ in EMPLOYER_PREPOSITIONS
+    for verb in [root, *(c for c in root.children if c.dep_ == "conj" and c.pos_ in ("VERB", "AUX"))]:
+        employer = _employer_of(verb)
+        if employer is not None and not (_names_a_time(employer) or employer.pos_ == "PRON"
+                                         or _a_workplace(employer)):
+            return _called(employer)
+    return None
+
+
+def _a_workplace(noun) -> bool:
+    """"at a café", "at the office", "at home": where one works, not for whom ("the post office", "the Met
+    Office" are employers)."""
+    return (noun.lower_ in WORKPLACES_THAT_ARE_NO_EMPLOYER and not _is_named(noun)
+            and not any(c.dep_ == "compound" for c in noun.children))
+
+
+def _employer_of(verb):
+    lemma = _verb_lemma(verb)
+    subject = next((c for c in verb.children if c.dep_ in ("nsubj", "nsubjpass")), None)
+    if lemma == "be" and subject is not None and subject.lemma_.lower() in {"employer", *EMPLOYMENT_NOUNS}:
+        # the small model reads some names as adjectives: "Noor's employer is UNICEF" (acomp)
+        said = next((c for c in verb.children if c.dep_ in ("attr", "acomp")), None)
+        return said if said is not None else _object_of(verb, EMPLOYER_PREPOSITIONS)
+    if lemma in EMPLOYMENT_VERBS:  # not "works out at the gym on Elm Street"
+        return None if any(c.dep_ == "prt" for c in verb.children) else _object_of(verb, EMPLOYER_PREPOSITIONS)
+    if lemma == "be":
+        # "Wei is at ByteDance now", "Dmitri is with Coldharbour Games as of March": only a name, and only
+        # with a change announced: "Ana is at Heathrow", "Ana is with Tom" say where she is, or with whom
+        named = _object_of(verb, {"at", "with"})
+        if named is not None and _is_named(named) and _announces_change(verb.doc):
+            return named
+        return next(filter(None, (_object_of(c, EMPLOYER_PREPOSITIONS) for c in verb.children
+                                  if c.dep_ == "attr" and c.pos_ == "NOUN")), None)
+    if lemma == "leave":  # "left Zalando for Booking.com" (the parse may hang "for" on the left one)
+        named = next(filter(None, (_object_of(head, {"for"}) for head in [verb, *_objects(verb)])), None)
+        return named if named is not None and _is_named(named) else None
+    posts = [c for c in _objects(verb) if c.lemma_.lower() in EMPLOYMENT_NOUNS]
+    # "has a job at the library": the parse hangs the place on the verb, or on the noun
+    return next(filter(None, (_object_of(head, EMPLOYER_PREPOSITIONS) for head in [verb, *posts])), None) \
+        if posts else None
+
+
+def _objects(verb) -> list:
+    return [c for c in verb.children if c.dep_ == "dobj"]
+
+
+def _object_of(head, prepositions: set[str]):
+    """The object of the first of ``head``'s prepositions in ``prepositions``, or of its "by" agent."""
+    return next((pobj for prep in head.children
+                 if (prep.dep_ == "prep" and prep.lower_ in prepositions) or prep.dep_ == "agent"
                  for pobj in prep.children if pobj.dep_ == "pobj"), None)
+
+
+def _called(token):
+    """The name a noun is given: "Genova" of "a biotech firm called Genova"; else the noun itself."""
+    return next((named for acl in token.children if acl.dep_ == "acl" and _verb_lemma(acl) in ("call", "name")
+                 for named in acl.children if named.dep_ in ("oprd", "attr", "dobj")), token)
 
 
 def _joined_employer(doc):
@@ -3610,7 +3754,8 @@ class YourMemory:
                     outdated = (memory_id, old_content)  # "Omar stopped taking metformin"
                     break
                 if similarity < UPDATE_MIN_SIMILARITY:
-                    if self._replaces_by_name(old_content, content, doc, old_parse) or (
+                    if (self._replaces_by_name(old_content, content, doc, old_parse)
+                            or self._changes_employer(old_content, content, doc, old_parse)) or (
                             similarity >= ALIKE_UPDATE_MIN_SIMILARITY
                             and self._replaces(old_content, content, doc, similarity, old_parse, values_alike=True)):
                         outdated = (memory_id, old_content)
@@ -3656,7 +3801,8 @@ class YourMemory:
         a_fact = speaker(new_content) is None and _one_sentence(new_doc)
         may_announce = a_fact and _announces_change(new_doc) and not _only_ends(new_doc)
         may_restate = a_fact and similarity >= KINDRED_RESTATEMENT_MIN_SIMILARITY
-        if not (may_contradict or may_announce or may_restate):
+        may_name_employer = a_fact and _employer(new_doc) is not None
+        if not (may_contradict or may_announce or may_restate or may_name_employer):
             return False  # decided without the old text's parse
         old_doc = old_parse()
         may_announce = may_announce and not _only_shared_newness(old_doc, new_doc)
@@ -3664,6 +3810,7 @@ class YourMemory:
         announced = (may_announce and announces_update(old_doc, new_doc)
                      and not _one_more_value(old_doc, new_doc))
         replaced = ((may_contradict and contradicts(old_doc, new_doc))
+                    or (may_name_employer and states_new_employer(old_doc, new_doc))
                     or (may_announce and (announced or (_kindred_change(old_doc, new_doc) and alike()))
                         and _value_kinds_meet(old_doc, new_doc)
                         and _mentions_replaced(old_doc, new_doc) and not _already_held(old_doc, new_doc))
@@ -3674,7 +3821,7 @@ class YourMemory:
                               and not _a_persons_other_relation(old_doc, new_doc)
                               and not any(map(_of_an_adjective, changed_values(old_doc, new_doc))))
                              or (_kindred_restatement(old_doc, new_doc) and alike()))))
-        return replaced and (not values_alike or alike())
+        return replaced and (not values_alike or alike()) and not _drops_employer(old_doc, new_doc)
 
     def _values_alike(self, old_doc, new_doc) -> bool:
         """Are the values the two texts do not share of one kind? Both name a time or neither ("9:30" is not
@@ -3710,6 +3857,18 @@ class YourMemory:
                 # asked first (``_replaces_what_it_holds`` asks it again): it reads only the new text, so a store
                 # that replaces nothing never rebuilds its weaker neighbours' parses
                 and _done_replacement(new_doc) is not None and _replaces_what_it_holds(old_parse(), new_doc))
+
+    @staticmethod
+    def _changes_employer(old_content: str, new_content: str, new_doc, old_parse: Callable) -> bool:
+        """Below UPDATE_MIN_SIMILARITY a new employer of the same person replaces the old one too ("I joined
+        Stripe last month" / "I work at Shopify as a backend developer", cosine 0.45): few words of the two texts
+        meet. Asked of the new text first, so most stores never parse their weaker neighbours."""
+        if (speaker(new_content) is not None or speaker(old_content) is not None or _hedged(new_doc)
+                or not _one_sentence(new_doc)):
+            return False
+        if _joined_employer(new_doc) is not None and _announces_change(new_doc):
+            return _new_employer(old_parse(), new_doc)
+        return _employer(new_doc) is not None and states_new_employer(old_parse(), new_doc)
 
     def _stored_parse(self, memory_id: int, content: str):
         """A memory's parse from its record; one made now is recorded, so each memory is parsed once."""

@@ -581,9 +581,9 @@ def test_a_fact_about_someone_else_does_not_answer_first(memory, clock):
     # "Bettina" is part of the newer subject's name, not a mark of another service (cosine 0.64)
     ("The search service is owned by Ilya Petrenko.", "Bettina Kraus is the owner of the search service.",
      "Who owns the search service?"),
-    # "St." ends no sentence: the newer fact is one sentence, so a newer value (0.56)
-    ("Amara Nwosu is a nurse at Riverbend Hospital.", "Amara now works at St. Aldric Clinic.",
-     "Where does Amara Nwosu work?"),
+    # "St." ends no sentence: the newer fact is one sentence, so a newer value (a new employer would supersede)
+    ("Amara Nwosu trains at Riverbend Gym.", "Amara now trains at St. Aldric Leisure Centre.",
+     "Where does Amara Nwosu train?"),
     # "One" is the newer value, not a mark of another subject than the asked "payments changes" (0.66)
     ("Payments changes need two approvals before merge.",
      "One approval is enough for payments changes, as long as CI is green.",

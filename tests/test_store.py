@@ -202,6 +202,22 @@ def test_an_announced_change_in_other_words_supersedes(memory, old, new):
 
 
 @pytest.mark.parametrize("old, new", [
+    ("Marta is a nurse at Riverside Hospital.", "Marta works at Northgate Clinic."),  # no change announced
+    ("Omar works at the Met Office.", "Omar's employer is Arup."),
+    ("The user's sister Hanna works at the town museum.", "Hanna took a job at Lindqvist Design."),  # cosine 0.39
+    ("My dad works at the post office.", "My dad took a job at a logistics firm called Trackwise."),
+    ("Kofi left Revolut for Wise.", "Kofi works at a tiny startup called Brightloop."),  # cosine 0.35
+    ("Lucia works for Telefónica in Madrid.", "Lucia is at Glovo now."),
+    ("The user is employed by Siemens.", "The user works for Datadog."),
+])
+def test_a_new_employer_of_the_same_person_supersedes(memory, old, new):
+    """One works at one employer at a time: a text saying where someone works replaces the one before."""
+    first = memory.store(old)
+    second = memory.store(new)
+    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
+
+
+@pytest.mark.parametrize("old, new", [
     # another subject, the same value: the changed words name who or what, not the value
     ("My mother lives in Hamburg.", "My father lives in Hamburg."),
     ("Kenji is on vacation next week.", "Aisha is on vacation next week."),
@@ -253,6 +269,17 @@ def test_an_announced_change_in_other_words_supersedes(memory, old, new):
     ("PRs must pass CI before merging.", "PRs now need two approvals before merging."),
     ("Priya has been a product manager for six years.", "Priya joined Klarna as a product manager."),
     ("Ingrid works at Spotify.", "Ingrid joined the Spotify running club."),  # joining no employer by name
+    # where someone is, or what they work with, is no employer
+    ("Ana works at Google.", "Ana is at Heathrow."),
+    ("Ana works at Google.", "Ana is with Tom at the conference."),
+    ("Ingrid works with Kubernetes every day.", "Ingrid works at Spotify."),
+    ("I work at a café on Fridays.", "I work at Shopify."),
+    ("Hana works out at the gym on Elm Street.", "Hana works at Deutsche Bank."),
+    # another person's employer, and a role or a tool said beside an employer
+    ("Mia works at Zalando.", "Mia's brother works at Bosch."),
+    ("Lena Okafor works at Brightwell Analytics.", "Lena Smith works at Koru Health."),
+    ("Lena Okafor works at Brightwell Analytics.", "Lena Okafor is a data engineer."),  # cosine 0.83
+    ("Tomasz works at Grafana Labs.", "Tomasz has moved over to Zed."),
 ])
 def test_another_fact_like_an_older_one_does_not_replace_it(memory, old, new):
     """Pairs a user met in realistic use (2026-12-01), each of which superseded the older memory and so hid
