@@ -219,6 +219,10 @@ EMPLOYMENT_VERBS = {"work", "intern", "contract", "consult", "freelance", "emplo
 EMPLOYER_PREPOSITIONS = {"at", "for", "with"}
 # Verbs by which one leaves an employer: "left Deloitte", "quit her job", "was laid off".
 LEAVING_VERBS = {"leave", "quit", "resign", "retire", "lay", "fire"}
+# Words any text may use of a version, which say nothing of what runs it: "the storefront's runtime is Node 22".
+VERSION_WORDS = {"version", "release", "runtime", "interpreter", "toolchain", "image", "build", "target", "minimum",
+                 "latest", "current", "new", "upgrade", "patch", "lts"}
+LOWEST_VERSION_WORDS = {"minimum", "least", "require", "requirement", "floor", "oldest"}
 # Where one may work without it being one's employer: "I work at a café on Fridays", "works at home".
 WORKPLACES_THAT_ARE_NO_EMPLOYER = {"home", "office", "desk", "café", "cafe", "table", "computer", "laptop"}
 # "has a job at Figma", "took a position with Bosch": a post held at an employer.
@@ -3164,6 +3168,58 @@ def _kindred_restatement(old_doc, new_doc) -> bool:
             and _one_relation(old_doc, new_doc))
 
 
+def restates_a_version(old_doc, new_doc) -> bool:
+    """"The storefront's runtime is Node 22" replaces "The storefront runs on Node 18", "Django 5.1 powers the
+    admin portal" replaces "The admin portal was upgraded to Django 5.0": each text names one thing with a
+    version, the same name with another version, and only one of them says more of the subject ("The web
+    frontend builds with Node 18" / "The frontend build image uses Node 22"; not "The staging cluster runs
+    Kubernetes 1.27" / "The production cluster runs Kubernetes 1.29", two clusters)."""
+    old, new = _versioned_names(old_doc), _versioned_names(new_doc)
+    if len(old) != 1 or len(new) != 1 or old[0][0] != new[0][0] or old[0][1] == new[0][1]:
+        return False
+    said = [_words_beside_versions(doc, doc_versions) for doc, doc_versions in ((old_doc, old), (new_doc, new))]
+    return not (said[0] - said[1] and said[1] - said[0]) and _a_lowest_version(old_doc) == _a_lowest_version(new_doc)
+
+
+def _a_lowest_version(doc) -> bool:
+    """"supports iOS 15 and later", "requires Node 18 or newer", "the minimum version is iOS 17": a floor, which
+    is another fact than the version a thing runs ("The API is on Node 20")."""
+    words = [t.lower_ for t in doc]
+    return bool(LOWEST_VERSION_WORDS & {t.lemma_.lower() for t in doc}) or any(
+        word in ("and", "or") and following in ("later", "up", "newer", "above", "higher")
+        for word, following in zip(words, words[1:]))
+
+
+def _versioned_names(doc) -> list[tuple[tuple[str, ...], str]]:
+    """(name words, version) of each name followed by a version: ("node",) "22" of "Node 22", ("react",
+    "native") "0.72", ("python", "sdk") "4.3.1"; not "revision 4" (no name)."""
+    found = []
+    for token in doc:
+        if token.i == 0 or not _has_digit(token) or _names_a_time(token):
+            continue
+        name = []
+        for before in reversed(doc[max(0, token.i - 2):token.i]):
+            if _has_digit(before) or not _is_a_name(before) or _names_a_time(before):  # not "June 12"
+                break
+            name.insert(0, before.lower_)
+        if name:
+            found.append((tuple(name), token.lower_))
+    return found
+
+
+def _words_beside_versions(doc, versions) -> set[str]:
+    """What a text says of the versioned thing's subject: its content words, in both short and long forms, but
+    the versions, their names and the words any such text may use for a version ("runtime", "image")."""
+    named = {word for name, version in versions for word in (*name, version)}
+    # the main verb is no word of the subject, even where the small model reads it as a noun ("Django 5.1 powers
+    # ..."); a modifier is, even where it reads as a verb ("the reporting portal")
+    words = {(t.lemma_ if t.pos_ == "NOUN" else t.text).lower() for t in doc
+             if t.dep_ != "ROOT" and not t.is_stop and not _has_digit(t)
+             and (t.pos_ in ("NOUN", "PROPN", "ADJ") or t.dep_ in ("amod", "compound"))
+             and not _names_a_time(t)} - named - VERSION_WORDS
+    return with_short_forms(words)
+
+
 def _one_relation(old_doc, new_doc) -> bool:
     """Do the two texts tell one relation: the same main verb, one that states what or where (STATING_VERBS), or
     a change verb? "Maria works in Porto" and "Maria lives in Lisbon" tell two."""
@@ -3811,6 +3867,7 @@ class YourMemory:
                      and not _one_more_value(old_doc, new_doc))
         replaced = ((may_contradict and contradicts(old_doc, new_doc))
                     or (may_name_employer and states_new_employer(old_doc, new_doc))
+                    or (may_restate and restates_a_version(old_doc, new_doc) and not _ended_things(new_doc))
                     or (may_announce and (announced or (_kindred_change(old_doc, new_doc) and alike()))
                         and _value_kinds_meet(old_doc, new_doc)
                         and _mentions_replaced(old_doc, new_doc) and not _already_held(old_doc, new_doc))

@@ -94,20 +94,21 @@ def test_export_import_export_is_byte_identical(tmp_path, store_at):
 
 
 def test_an_updated_memory_stays_the_newer_value_through_export_and_import(store_at, clock):
-    """The time an update wrote a memory's text travels with it (a review found Go 1.22 first after import)."""
+    """The time an update wrote a memory's text travels with it (a review found the older value first after import)."""
     source = store_at("source.db")
-    first = source.store("The CLI is built with Go 1.20.")
+    first = source.store("Oskar prefers a window seat when flying.")
     clock.advance(seconds=60)
-    source.store("CLI toolchain bumped to Go 1.22.")
+    source.store("Oskar books aisle seats on flights.")
     clock.advance(seconds=60)
-    source.update(first["id"], "The CLI is built with Go 1.23.")
+    source.update(first["id"], "Oskar prefers an exit row seat when flying.")
     records = source.export_memories()
     assert [("stated_at" in r) for r in records] == [True, False]  # only where an update wrote the text
     target = store_at("target.db")
     for record in records:
         target.import_memory(record)
-    top = target.recall("Which Go version is the CLI built with?", top_k=2)["memories"]
-    assert [m["content"] for m in top] == ["The CLI is built with Go 1.23.", "CLI toolchain bumped to Go 1.22."]
+    top = target.recall("Which seat does Oskar prefer on flights?", top_k=2)["memories"]
+    assert [m["content"] for m in top] == ["Oskar prefers an exit row seat when flying.",
+                                           "Oskar books aisle seats on flights."]
 
 
 def test_the_official_server_loads_our_export_unchanged(tmp_path, store_at):

@@ -368,40 +368,42 @@ def test_an_unrelated_newer_fact_does_not_come_in(memory, clock):
 
 
 def test_a_newer_fact_saying_nearly_the_same_is_recalled_first(memory, clock):
-    """No rule takes "CLI toolchain bumped to Go 1.22" for a new value of "The CLI is built with Go 1.20"
-    (its subject is the toolchain), but the two say nearly the same (cosine 0.79): the newer comes first."""
-    first = memory.store("The CLI is built with Go 1.20.")
+    """No rule takes "Oskar books aisle seats on flights" for a new value of "Oskar prefers a window seat when
+    flying" (another verb, no change announced), but the two say nearly the same: the newer comes first.
+    ("CLI toolchain bumped to Go 1.22" was this test's pair until another version of Go replaced "The CLI is
+    built with Go 1.20" at store.)"""
+    first = memory.store("Oskar prefers a window seat when flying.")
     clock.advance(seconds=60)
-    second = memory.store("CLI toolchain bumped to Go 1.22.")
+    second = memory.store("Oskar books aisle seats on flights.")
     assert second["action"] == "store"
-    top = memory.recall("Which Go version is the CLI built with?", top_k=2)["memories"]
+    top = memory.recall("Which seat does Oskar prefer on flights?", top_k=2)["memories"]
     assert [m["id"] for m in top] == [second["id"], first["id"]] and top[0]["via"] == "newer"
 
 
 def test_a_memory_updated_with_a_new_value_counts_as_the_newer_one(memory, clock):
     """Newer-first orders facts by when their text was written: an update writes it again (a reinforce,
     which also moves updated_at, does not)."""
-    first = memory.store("The CLI is built with Go 1.20.")
+    first = memory.store("Oskar prefers a window seat when flying.")
     clock.advance(seconds=60)
-    second = memory.store("CLI toolchain bumped to Go 1.22.")
+    second = memory.store("Oskar books aisle seats on flights.")
     clock.advance(seconds=60)
-    memory.update(first["id"], "The CLI is built with Go 1.23.")
-    top = memory.recall("Which Go version is the CLI built with?", top_k=2)["memories"]
+    memory.update(first["id"], "Oskar prefers an exit row seat when flying.")
+    top = memory.recall("Which seat does Oskar prefer on flights?", top_k=2)["memories"]
     assert [m["id"] for m in top] == [first["id"], second["id"]], top
     clock.advance(seconds=60)
-    assert memory.store("CLI toolchain bumped to Go 1.22.")["action"] == "reinforce"
-    top = memory.recall("Which Go version is the CLI built with?", top_k=2)["memories"]
+    assert memory.store("Oskar books aisle seats on flights.")["action"] == "reinforce"
+    top = memory.recall("Which seat does Oskar prefer on flights?", top_k=2)["memories"]
     assert [m["id"] for m in top] == [first["id"], second["id"]], top
 
 
 def test_an_update_that_keeps_the_text_does_not_make_a_memory_newer(memory, clock):
-    """Raising an old fact's importance restates nothing (a review found it moved Go 1.20 above Go 1.22)."""
-    first = memory.store("The CLI is built with Go 1.20.")
+    """Raising an old fact's importance restates nothing (a review found it moved an older value above the newer)."""
+    first = memory.store("Oskar prefers a window seat when flying.")
     clock.advance(seconds=60)
-    second = memory.store("CLI toolchain bumped to Go 1.22.")
+    second = memory.store("Oskar books aisle seats on flights.")
     clock.advance(seconds=60)
-    memory.update(first["id"], "The CLI is built with Go 1.20.", importance=0.9)
-    top = memory.recall("Which Go version is the CLI built with?", top_k=2)["memories"]
+    memory.update(first["id"], "Oskar prefers a window seat when flying.", importance=0.9)
+    top = memory.recall("Which seat does Oskar prefer on flights?", top_k=2)["memories"]
     assert [m["id"] for m in top] == [second["id"], first["id"]], top
 
 

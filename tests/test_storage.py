@@ -35,17 +35,17 @@ def test_migrations_set_user_version_and_reopening_changes_nothing(db_path, embe
 def test_upgrading_keeps_an_updated_memory_the_newer_statement(db_path, clock, embedder):
     """Migration 9 dates each memory's text by its store or its last update, from the update history."""
     with YourMemory(db_path, user="ada", clock=clock, embedder=embedder) as memory:
-        first = memory.store("The CLI is built with Go 1.20.")["id"]
+        first = memory.store("Oskar prefers a window seat when flying.")["id"]
         clock.advance(seconds=60)
-        second = memory.store("CLI toolchain bumped to Go 1.22.")["id"]
+        second = memory.store("Oskar books aisle seats on flights.")["id"]
         clock.advance(seconds=60)
-        memory.update(first, "The CLI is built with Go 1.23.")
+        memory.update(first, "Oskar prefers an exit row seat when flying.")
         memory.db.execute("ALTER TABLE memories DROP COLUMN stated_at")  # as version 8 left it
         memory.db.execute("PRAGMA user_version = 8")
     with YourMemory(db_path, user="ada", clock=clock, embedder=embedder) as memory:
         stated = dict(memory.db.execute("SELECT id, stated_at - created_at FROM memories"))
         assert stated == {first: 120, second: 0}
-        top = memory.recall("Which Go version is the CLI built with?", top_k=2)["memories"]
+        top = memory.recall("Which seat does Oskar prefer on flights?", top_k=2)["memories"]
         assert [m["id"] for m in top] == [first, second]
 
 

@@ -218,6 +218,19 @@ def test_a_new_employer_of_the_same_person_supersedes(memory, old, new):
 
 
 @pytest.mark.parametrize("old, new", [
+    ("The scheduler runs on Node 18.", "The scheduler's runtime is Node 22."),
+    ("The reporting portal was upgraded to Django 4.2.", "Django 5.1 powers the reporting portal."),
+    ("The web frontend builds with Node 18.", "The frontend build image uses Node 22."),  # "web" said once
+    ("The app supports iOS 15 and later.", "The app's minimum supported version is iOS 17."),  # two floors
+])
+def test_another_version_of_the_same_name_supersedes(memory, old, new):
+    """The same named thing with another version, said in other words, no change announced."""
+    first = memory.store(old)
+    second = memory.store(new)
+    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
+
+
+@pytest.mark.parametrize("old, new", [
     # another subject, the same value: the changed words name who or what, not the value
     ("My mother lives in Hamburg.", "My father lives in Hamburg."),
     ("Kenji is on vacation next week.", "Aisha is on vacation next week."),
@@ -280,6 +293,12 @@ def test_a_new_employer_of_the_same_person_supersedes(memory, old, new):
     ("Lena Okafor works at Brightwell Analytics.", "Lena Smith works at Koru Health."),
     ("Lena Okafor works at Brightwell Analytics.", "Lena Okafor is a data engineer."),  # cosine 0.83
     ("Tomasz works at Grafana Labs.", "Tomasz has moved over to Zed."),
+    # versions of one name for two subjects, and a floor beside the version one runs
+    ("The staging cluster runs Kubernetes 1.27.", "The production cluster runs Kubernetes 1.29."),
+    ("The frontend uses Node 18.", "The backend uses Node 20."),
+    ("The iOS app is built with Xcode 15.", "The macOS app is built with Xcode 16."),
+    ("The SDK supports Python 3.9 and later.", "The SDK is tested on Python 3.12."),
+    ("The user's flight to Rome is on June 12.", "The user's return flight from Rome is on June 20."),
 ])
 def test_another_fact_like_an_older_one_does_not_replace_it(memory, old, new):
     """Pairs a user met in realistic use (2026-12-01), each of which superseded the older memory and so hid
