@@ -222,6 +222,17 @@ LEAVING_VERBS = {"leave", "quit", "resign", "retire", "lay", "fire"}
 # Words any text may use of a version, which say nothing of what runs it: "the storefront's runtime is Node 22".
 VERSION_WORDS = {"version", "release", "runtime", "interpreter", "toolchain", "image", "build", "target", "minimum",
                  "latest", "current", "new", "upgrade", "patch", "lts"}
+NUMBER_WORDS = {word: n for n, word in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve".split())} | {"a": 1, "an": 1}
+# Units of one kind, in a base unit: "5 minutes" and "one hour" are two durations.
+AMOUNT_UNITS = {"second": ("duration", 1), "sec": ("duration", 1), "s": ("duration", 1), "minute": ("duration", 60),
+                "min": ("duration", 60), "hour": ("duration", 3600), "day": ("duration", 86400),
+                "week": ("duration", 604800), "month": ("duration", 2592000), "ms": ("duration", 0.001),
+                "millisecond": ("duration", 0.001), "kb": ("size", 1e3), "mb": ("size", 1e6), "gb": ("size", 1e9),
+                "tb": ("size", 1e12)}
+# Words any text may use of an amount, which say nothing of what it counts: "the public API rate limit is ...".
+AMOUNT_WORDS = {"limit", "rate", "size", "timeout", "count", "number", "total", "amount", "cap", "maximum", "max",
+                "retention", "ttl", "level", "most", "least"}
 LOWEST_VERSION_WORDS = {"minimum", "least", "require", "requirement", "floor", "oldest"}
 # Where one may work without it being one's employer: "I work at a café on Fridays", "works at home".
 WORKPLACES_THAT_ARE_NO_EMPLOYER = {"home", "office", "desk", "café", "cafe", "table", "computer", "laptop"}
@@ -254,6 +265,9 @@ RESTATEMENT_MIN_SIMILARITY = 0.8
 # and a user-style probe found false ones outside them (an origin, a relative, a taste, where one works rather
 # than lives), which the grammar around the test now refuses (``_kindred_change``, ``_kindred_restatement``).
 KINDRED_RESTATEMENT_MIN_SIMILARITY = 0.6
+# Another amount of the same unit restates a fact from this cosine ("The public API allows 100 requests per
+# minute" / "The public API rate limit is 300 requests per minute", 0.91).
+AMOUNT_RESTATEMENT_MIN_SIMILARITY = 0.75
 KINDRED_VALUES_MIN_SIMILARITY = 0.5
 # Recall ranks a newer value of a fact above an older one when the two are related: an announced
 # restatement (a change word, the same subject, another value) at cosine >= 0.4, an announced change
@@ -3181,6 +3195,61 @@ def restates_a_version(old_doc, new_doc) -> bool:
     return not (said[0] - said[1] and said[1] - said[0]) and _a_lowest_version(old_doc) == _a_lowest_version(new_doc)
 
 
+def restates_an_amount(old_doc, new_doc) -> bool:
+    """"The public API rate limit is 300 requests per minute per key" replaces "The public API allows 100
+    requests per minute per key", "Checkout's request timeout is 20 seconds" replaces "The checkout service times
+    out requests after 45 seconds": each text gives one amount, of the same unit (seconds, minutes and hours are
+    one), another number, and only one of the two says more of the subject, quantity words aside (limit, size,
+    timeout...), with no narrower case ("The upload size limit for images is 5 MB")."""
+    old, new = _amounts(old_doc), _amounts(new_doc)
+    if len(old) != 1 or len(new) != 1 or old[0][0] != new[0][0] or old[0][1] == new[0][1]:
+        return False
+    # times count here: "We had 3 outages in March" / "... 5 outages in April" are two months' counts
+    said = [(_words_beside_versions(doc, [((unit,), number)]) - AMOUNT_WORDS)
+            | {t.lower_ for t in doc if _names_a_time(t) and _number_value(t) is None}
+            for doc, ((unit, number),) in ((old_doc, _amount_words(old_doc)), (new_doc, _amount_words(new_doc)))]
+    return (not (said[0] - said[1] and said[1] - said[0]) and not _counts_a_narrower_case(old_doc, new_doc)
+            and _a_lowest_version(old_doc) == _a_lowest_version(new_doc))
+
+
+def _counts_a_narrower_case(old_doc, new_doc) -> bool:
+    """The new text's subject adds a word to the old text, quantity words aside: "The upload size limit *for
+    images* is 5 MB", "The *platform* team has 8 engineers"; not "The public API rate limit is ..." after "The
+    public API allows ..."."""
+    old_words = {t.lemma_.lower() for t in old_doc} | {t.lower_ for t in old_doc}
+    return bool({t.lemma_.lower() for t in new_doc if _in_subject(t) and not (t.is_stop or t.is_punct)}
+                - old_words - AMOUNT_WORDS)
+
+
+def _amounts(doc) -> list[tuple[str, float]]:
+    """(unit, number) of each number that counts a unit: ("request", 100) of "100 requests", ("duration", 3600) of
+    "one hour", ("size", 10e6) of "10 MB"; the unit of a duration or a size is its kind, the number in its base."""
+    found = []
+    for token in doc:
+        number = _number_value(token) if token.dep_ == "nummod" else None
+        if number is not None:
+            unit = token.head.lemma_.lower()
+            kind, scale = AMOUNT_UNITS.get(unit, (unit, 1))
+            found.append((kind, number * scale))
+    return found
+
+
+def _number_value(token) -> float | None:
+    """100 of "100", 1200 of "1,200", 12.5 of "12.5", 2 of "two"; None for "v2", "9:30" or a word of no number."""
+    word = token.lower_.replace(",", "")
+    if word in NUMBER_WORDS:
+        return float(NUMBER_WORDS[word])
+    try:
+        return float(word)
+    except ValueError:
+        return None
+
+
+def _amount_words(doc) -> list[tuple[str, str]]:
+    """The words of each amount (unit, number), to leave out of what a text says of its subject."""
+    return [(t.head.lower_, t.lower_) for t in doc if t.dep_ == "nummod" and _number_value(t) is not None]
+
+
 def _a_lowest_version(doc) -> bool:
     """"supports iOS 15 and later", "requires Node 18 or newer", "the minimum version is iOS 17": a floor, which
     is another fact than the version a thing runs ("The API is on Node 20")."""
@@ -3214,9 +3283,9 @@ def _words_beside_versions(doc, versions) -> set[str]:
     # the main verb is no word of the subject, even where the small model reads it as a noun ("Django 5.1 powers
     # ..."); a modifier is, even where it reads as a verb ("the reporting portal")
     words = {(t.lemma_ if t.pos_ == "NOUN" else t.text).lower() for t in doc
-             if t.dep_ != "ROOT" and not t.is_stop and not _has_digit(t)
+             if t.dep_ != "ROOT" and not t.is_stop and not _has_digit(t) and t.lower_ not in named
              and (t.pos_ in ("NOUN", "PROPN", "ADJ") or t.dep_ in ("amod", "compound"))
-             and not _names_a_time(t)} - named - VERSION_WORDS
+             and not _names_a_time(t)} - VERSION_WORDS
     return with_short_forms(words)
 
 
@@ -3868,6 +3937,9 @@ class YourMemory:
         replaced = ((may_contradict and contradicts(old_doc, new_doc))
                     or (may_name_employer and states_new_employer(old_doc, new_doc))
                     or (may_restate and restates_a_version(old_doc, new_doc) and not _ended_things(new_doc))
+                    or (similarity >= AMOUNT_RESTATEMENT_MIN_SIMILARITY and may_restate
+                        and restates_an_amount(old_doc, new_doc) and not _past_event(old_doc)
+                        and not _past_event(new_doc))
                     or (may_announce and (announced or (_kindred_change(old_doc, new_doc) and alike()))
                         and _value_kinds_meet(old_doc, new_doc)
                         and _mentions_replaced(old_doc, new_doc) and not _already_held(old_doc, new_doc))

@@ -218,6 +218,21 @@ def test_a_new_employer_of_the_same_person_supersedes(memory, old, new):
 
 
 @pytest.mark.parametrize("old, new", [
+    ("The search API allows 50 requests per minute per key.",
+     "The search API rate limit is 200 requests per minute per key."),
+    ("The export job's timeout is 30 seconds.", "The export job times out after 2 minutes."),  # one unit kind
+    ("Attachments are capped at 10 MB.", "The maximum attachment size is 25 MB."),
+    ("We scaled the export queue to 12 Celery workers.",
+     "The export queue is running 8 Celery workers after the cost review."),
+])
+def test_another_amount_of_the_same_thing_supersedes(memory, old, new):
+    """Another number of the same unit for the same thing, said in other words (cosine >= 0.75)."""
+    first = memory.store(old)
+    second = memory.store(new)
+    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
+
+
+@pytest.mark.parametrize("old, new", [
     ("The scheduler runs on Node 18.", "The scheduler's runtime is Node 22."),
     ("The reporting portal was upgraded to Django 4.2.", "Django 5.1 powers the reporting portal."),
     ("The web frontend builds with Node 18.", "The frontend build image uses Node 22."),  # "web" said once
@@ -299,6 +314,12 @@ def test_another_version_of_the_same_name_supersedes(memory, old, new):
     ("The iOS app is built with Xcode 15.", "The macOS app is built with Xcode 16."),
     ("The SDK supports Python 3.9 and later.", "The SDK is tested on Python 3.12."),
     ("The user's flight to Rome is on June 12.", "The user's return flight from Rome is on June 20."),
+    # amounts of two things, of two times, or of a narrower case
+    ("The upload size limit is 10 MB.", "The upload size limit for images is 5 MB."),
+    ("The API's p95 latency is 120 ms.", "The API's p99 latency is 150 ms."),
+    ("The team has 6 engineers.", "The platform team has 8 engineers."),
+    ("We had 3 outages in March.", "We had 5 outages in April."),
+    ("The staging cluster has 3 nodes.", "The production cluster has 5 nodes."),
 ])
 def test_another_fact_like_an_older_one_does_not_replace_it(memory, old, new):
     """Pairs a user met in realistic use (2026-12-01), each of which superseded the older memory and so hid
