@@ -222,6 +222,9 @@ LEAVING_VERBS = {"leave", "quit", "resign", "retire", "lay", "fire"}
 # Words any text may use of a version, which say nothing of what runs it: "the storefront's runtime is Node 22".
 VERSION_WORDS = {"version", "release", "runtime", "interpreter", "toolchain", "image", "build", "target", "minimum",
                  "latest", "current", "new", "upgrade", "patch", "lts"}
+# Verbs that move a date ("The v2 launch is pushed to September 24"), and words any text may use of one.
+DATE_MOVES = {"move", "push", "postpone", "reschedule", "shift", "slip", "delay", "extend", "bring", "pull"}
+DATE_WORDS = {"deadline", "due", "date", "day", "time", "end", "start", "weekly", "daily", "monthly"}
 NUMBER_WORDS = {word: n for n, word in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve".split())} | {"a": 1, "an": 1}
 # Units of one kind, in a base unit: "5 minutes" and "one hour" are two durations.
@@ -3212,13 +3215,13 @@ def restates_an_amount(old_doc, new_doc) -> bool:
             and _a_lowest_version(old_doc) == _a_lowest_version(new_doc))
 
 
-def _counts_a_narrower_case(old_doc, new_doc) -> bool:
+def _counts_a_narrower_case(old_doc, new_doc, kind_words: set[str] = AMOUNT_WORDS) -> bool:
     """The new text's subject adds a word to the old text, quantity words aside: "The upload size limit *for
     images* is 5 MB", "The *platform* team has 8 engineers"; not "The public API rate limit is ..." after "The
     public API allows ..."."""
     old_words = {t.lemma_.lower() for t in old_doc} | {t.lower_ for t in old_doc}
     return bool({t.lemma_.lower() for t in new_doc if _in_subject(t) and not (t.is_stop or t.is_punct)}
-                - old_words - AMOUNT_WORDS)
+                - old_words - kind_words)
 
 
 def _amounts(doc) -> list[tuple[str, float]]:
@@ -3232,6 +3235,33 @@ def _amounts(doc) -> list[tuple[str, float]]:
             kind, scale = AMOUNT_UNITS.get(unit, (unit, 1))
             found.append((kind, number * scale))
     return found
+
+
+def restates_a_date(old_doc, new_doc) -> bool:
+    """"The grant application deadline is 15 June" replaces "The grant application is due on 1 June", "The mobile
+    team does standup at 10:45" replaces "The mobile team's standup is at 11:00": both texts say when, the new one
+    a time the old one lacks, one relation (the same main verb, "be" or "have", or a verb that moves a date:
+    "pushed to", "slipped to"; not "The office opens at 9:00" / "closes at 18:00"), only one of the two says more
+    of the subject, date words aside (deadline, due, date...), and no narrower case ("Standup is at 11:00 on
+    Fridays" after "... at 9:30 on weekdays")."""
+    old_times, new_times = _time_words(old_doc), _time_words(new_doc)
+    if not old_times or not new_times - old_times:
+        return False
+    verbs = {_verb_lemma(next(iter(doc.sents)).root) for doc in (old_doc, new_doc)}
+    moved = _verb_lemma(next(iter(new_doc.sents)).root) in DATE_MOVES
+    if len(verbs) > 1 and not verbs & {"be", "have"} and not moved:
+        return False
+    if not moved and any(t.lower_ == "again" for t in new_doc):
+        return False  # another time of a recurring thing: "Marcus is on call again next month"
+    said = [_words_beside_versions(doc, []) - DATE_WORDS for doc in (old_doc, new_doc)]
+    return (not (said[0] - said[1] and said[1] - said[0]) and not _counts_a_narrower_case(old_doc, new_doc, DATE_WORDS)
+            and not _narrower_case(old_doc, new_doc))
+
+
+def _time_words(doc) -> set[str]:
+    """The words of a text's times, with the numbers beside them: "june", "15" of "15 June"."""
+    times = [t for t in doc if _names_a_time(t)]
+    return {t.lower_ for t in times} | {n.lower_ for t in times for n in doc[max(0, t.i - 1):t.i + 2] if n.like_num}
 
 
 def _number_value(token) -> float | None:
@@ -3938,8 +3968,8 @@ class YourMemory:
                     or (may_name_employer and states_new_employer(old_doc, new_doc))
                     or (may_restate and restates_a_version(old_doc, new_doc) and not _ended_things(new_doc))
                     or (similarity >= AMOUNT_RESTATEMENT_MIN_SIMILARITY and may_restate
-                        and restates_an_amount(old_doc, new_doc) and not _past_event(old_doc)
-                        and not _past_event(new_doc))
+                        and (restates_an_amount(old_doc, new_doc) or restates_a_date(old_doc, new_doc))
+                        and not _past_event(old_doc) and not _past_event(new_doc))
                     or (may_announce and (announced or (_kindred_change(old_doc, new_doc) and alike()))
                         and _value_kinds_meet(old_doc, new_doc)
                         and _mentions_replaced(old_doc, new_doc) and not _already_held(old_doc, new_doc))

@@ -233,6 +233,18 @@ def test_another_amount_of_the_same_thing_supersedes(memory, old, new):
 
 
 @pytest.mark.parametrize("old, new", [
+    ("The beta launches on September 3.", "The beta launch is pushed to September 24."),
+    ("The visa application is due on 1 June.", "The visa application deadline is 15 June."),
+    ("The design team's standup is at 11:00.", "The design team does standup at 10:45."),
+])
+def test_another_date_of_the_same_thing_supersedes(memory, old, new):
+    """Another time for the same thing, said in other words, no change announced (cosine >= 0.75)."""
+    first = memory.store(old)
+    second = memory.store(new)
+    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
+
+
+@pytest.mark.parametrize("old, new", [
     ("The scheduler runs on Node 18.", "The scheduler's runtime is Node 22."),
     ("The reporting portal was upgraded to Django 4.2.", "Django 5.1 powers the reporting portal."),
     ("The web frontend builds with Node 18.", "The frontend build image uses Node 22."),  # "web" said once
@@ -320,6 +332,12 @@ def test_another_version_of_the_same_name_supersedes(memory, old, new):
     ("The team has 6 engineers.", "The platform team has 8 engineers."),
     ("We had 3 outages in March.", "We had 5 outages in April."),
     ("The staging cluster has 3 nodes.", "The production cluster has 5 nodes."),
+    # times of two things, of two ends, of a narrower case, or of a recurring thing
+    ("The store opens at 9:00 on weekdays.", "The store opens at 10:00 on Sundays."),
+    ("The office opens at 9:00.", "The office closes at 18:00."),
+    ("The release is on March 3.", "The release notes are due on March 5."),
+    ("Priya's birthday is May 3.", "Priya's anniversary is June 10."),
+    ("This week's on-call is Marcus.", "Marcus is on call again next month."),
 ])
 def test_another_fact_like_an_older_one_does_not_replace_it(memory, old, new):
     """Pairs a user met in realistic use (2026-12-01), each of which superseded the older memory and so hid
