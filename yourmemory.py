@@ -217,6 +217,9 @@ JOINING_VERBS = {"join", "hire", "adopt", "become"}
 # Where someone works: "works at Spotify", "works for the city council", "is interning at Apple".
 EMPLOYMENT_VERBS = {"work", "intern", "contract", "consult", "freelance", "employ"}
 EMPLOYER_PREPOSITIONS = {"at", "for", "with"}
+# Where someone lives: "lives in", "is based in", "settled in", "relocated to"; and the home one has there.
+RESIDING_VERBS = {"live", "reside", "base", "settle", "relocate", "move"}
+HOME_NOUNS = {"home", "flat", "apartment", "house", "residence"}
 # Verbs by which one leaves an employer: "left Deloitte", "quit her job", "was laid off".
 LEAVING_VERBS = {"leave", "quit", "resign", "retire", "lay", "fire"}
 # Words any text may use of a version, which say nothing of what runs it: "the storefront's runtime is Node 22".
@@ -2173,11 +2176,21 @@ def states_new_employer(old_doc, new_doc) -> bool:
             and _names_another_employer(new, old_doc))
 
 
-def _employee(doc) -> tuple[str, ...] | None:
-    """Who works there, as words: the subject ("Tomasz", "the user", "my wife"), or the possessor of
-    "employer" ("Noor's employer is ..."); None for "he", "she", "they": whom they stand for is unknown."""
-    person = _employee_token(doc)
-    return None if person is None else tuple(t.lower_ for t in person.subtree if t.dep_ not in ("det", "case"))
+def _employee_token(doc):
+    """Who works there: the subject ("Tomasz", "the user", "my wife"), or the possessor of "employer" ("Noor's
+    employer is ...")."""
+    person = _subject(doc)
+    if person is not None and person.lemma_.lower() in {"employer", *EMPLOYMENT_NOUNS}:
+        person = next((c for c in person.children if c.dep_ == "poss"), None)
+    return _person(person)
+
+
+def _person(token):
+    """The person a subject names: the name beside a noun ("The user's sister Hanna"); None for "he", "she",
+    "they": whom they stand for is unknown."""
+    if token is None or (token.pos_ == "PRON" and token.lower_ not in FIRST_PERSON):
+        return None
+    return next((c for c in token.children if c.dep_ == "appos" and _is_named(c)), token)
 
 
 def _name_words(person) -> set[str]:
@@ -2188,26 +2201,56 @@ def _name_words(person) -> set[str]:
             if _is_named(t)}
 
 
-def _employee_token(doc):
-    person = _subject(doc)
-    if person is not None and person.lemma_.lower() in {"employer", *EMPLOYMENT_NOUNS}:
-        person = next((c for c in person.children if c.dep_ == "poss"), None)
-    if person is None or (person.pos_ == "PRON" and person.lower_ not in FIRST_PERSON):
-        return None
-    # "The user's sister Hanna works ...": the name beside the noun
-    return next((c for c in person.children if c.dep_ == "appos" and _is_named(c)), person)
+def _same_person(old, new) -> bool:
+    """Two person tokens name one person: the same words ("the user", "my wife"), or one names the other by
+    part of the name ("Lena" of "Lena Okafor"; "Grace Liu" of "The user's mentor Grace Liu")."""
+    if old is None or new is None:
+        return False
+    names = [_name_words(old), _name_words(new)]
+    if all(names):
+        return names[0] <= names[1] or names[1] <= names[0]
+    return _person_words(old) == _person_words(new)
+
+
+def _person_words(person) -> tuple[str, ...]:
+    return tuple(t.lower_ for t in person.subtree if t.dep_ not in ("det", "case"))
 
 
 def _same_employee(old_doc, new_doc) -> bool:
-    """The same person works in both: the same words ("the user", "my wife"), or the new text names them by
-    part of the old name ("Lena" of "Lena Okafor"; "Grace Liu" of "The user's mentor Grace Liu")."""
-    old, new = _employee(old_doc), _employee(new_doc)
-    if old is None or new is None:
-        return False
-    names = [_name_words(_employee_token(doc)) for doc in (old_doc, new_doc)]
-    if all(names):
-        return names[0] <= names[1] or names[1] <= names[0]
-    return old == new
+    return _same_person(_employee_token(old_doc), _employee_token(new_doc))
+
+
+def states_new_home(old_doc, new_doc) -> bool:
+    """"Marcus's flat is in Bristol" after "Marcus lives in Leeds", "Ingrid has relocated to Oslo" after "Ingrid
+    lives in Gothenburg": both texts say where the same person lives, the new one by a name the old text lacks.
+    One lives in one place at a time; where one was born or grew up stays (``_tells_an_origin``)."""
+    old, new = _residence(old_doc), _residence(new_doc)
+    return (old is not None and new is not None and _is_named(new[1]) and not _tells_an_origin(new_doc)
+            and not _tells_an_origin(old_doc) and _same_person(old[0], new[0])
+            and new[1].lower_ not in {t.lower_ for t in old_doc})
+
+
+def _residence(doc):
+    """(person, place) of where someone lives: "Marcus lives in Leeds", "Anjali is based in Bangalore", "Kofi
+    settled in Kigali", "Amara moved to Leeds" (no object moved), "Marcus's flat is in Bristol", "Home for Oskar is
+    Sheffield these days", "Marcus bought a house in Swansea"; None if the text does not say."""
+    root = next(iter(doc.sents)).root
+    lemma = _verb_lemma(root)
+    subject = next((c for c in root.children if c.dep_ in ("nsubj", "nsubjpass")), None)
+    if subject is None:
+        return None
+    if lemma in RESIDING_VERBS and not _objects(root):  # not "We moved the CI to Buildkite"
+        place = _object_of(root, {"in", "to"})
+        return (_person(subject), place) if place is not None else None
+    if lemma == "be" and (subject.lemma_.lower() in HOME_NOUNS  # "Kofi's home base is Lagos"
+                          or any(c.dep_ == "compound" and c.lower_ in HOME_NOUNS for c in subject.children)):
+        owner = next((c for c in subject.children if c.dep_ == "poss"), None) or _object_of(subject, {"for"})
+        place = _object_of(root, {"in"}) or next((c for c in root.children if c.dep_ == "attr"), None)
+        return (_person(owner), place) if owner is not None and place is not None else None
+    if lemma in ("buy", "rent") and any(o.lemma_.lower() in HOME_NOUNS for o in _objects(root)):
+        place = next(filter(None, (_object_of(head, {"in"}) for head in [root, *_objects(root)])), None)
+        return (_person(subject), place) if place is not None else None
+    return None
 
 
 def _drops_employer(old_doc, new_doc) -> bool:
@@ -3260,8 +3303,10 @@ def restates_a_date(old_doc, new_doc) -> bool:
 
 def _time_words(doc) -> set[str]:
     """The words of a text's times, with the numbers beside them: "june", "15" of "15 June"."""
-    times = [t for t in doc if _names_a_time(t)]
-    return {t.lower_ for t in times} | {n.lower_ for t in times for n in doc[max(0, t.i - 1):t.i + 2] if n.like_num}
+    # "²" is a digit to Python but no number of any time
+    times = [t for t in doc if _names_a_time(t) and not any(c.isdigit() and not c.isdecimal() for c in t.text)]
+    return {t.lower_ for t in times} | {n.lower_ for t in times for n in doc[max(0, t.i - 1):t.i + 2]
+                                         if _number_value(n) is not None}
 
 
 def _number_value(token) -> float | None:
@@ -3956,7 +4001,7 @@ class YourMemory:
         a_fact = speaker(new_content) is None and _one_sentence(new_doc)
         may_announce = a_fact and _announces_change(new_doc) and not _only_ends(new_doc)
         may_restate = a_fact and similarity >= KINDRED_RESTATEMENT_MIN_SIMILARITY
-        may_name_employer = a_fact and _employer(new_doc) is not None
+        may_name_employer = a_fact and (_employer(new_doc) is not None or _residence(new_doc) is not None)
         if not (may_contradict or may_announce or may_restate or may_name_employer):
             return False  # decided without the old text's parse
         old_doc = old_parse()
@@ -3965,7 +4010,7 @@ class YourMemory:
         announced = (may_announce and announces_update(old_doc, new_doc)
                      and not _one_more_value(old_doc, new_doc))
         replaced = ((may_contradict and contradicts(old_doc, new_doc))
-                    or (may_name_employer and states_new_employer(old_doc, new_doc))
+                    or (may_name_employer and (states_new_employer(old_doc, new_doc) or states_new_home(old_doc, new_doc)))
                     or (may_restate and restates_a_version(old_doc, new_doc) and not _ended_things(new_doc))
                     or (similarity >= AMOUNT_RESTATEMENT_MIN_SIMILARITY and may_restate
                         and (restates_an_amount(old_doc, new_doc) or restates_a_date(old_doc, new_doc))
@@ -4027,7 +4072,8 @@ class YourMemory:
             return False
         if _joined_employer(new_doc) is not None and _announces_change(new_doc):
             return _new_employer(old_parse(), new_doc)
-        return _employer(new_doc) is not None and states_new_employer(old_parse(), new_doc)
+        return ((_employer(new_doc) is not None and states_new_employer(old_parse(), new_doc))
+                or (_residence(new_doc) is not None and states_new_home(old_parse(), new_doc)))
 
     def _stored_parse(self, memory_id: int, content: str):
         """A memory's parse from its record; one made now is recorded, so each memory is parsed once."""
@@ -4266,15 +4312,17 @@ class YourMemory:
         """A fact that names what the question asks for (``values``: see ``kind_values``) moves just above a
         related fact (cosine >= 0.4) ranked above it that names none of it, and takes its score; not above a
         newer one that announces a change ("The team standup is now asynchronous" ends the 9:30 standup), nor if
-        it is about someone else ("Jonas's brother works at a bank in Gothenburg": ``_about_someone_else``)."""
+        it is about someone else ("Jonas's brother works at a bank in Gothenburg": ``_about_someone_else``). And
+        it moves above a related fact about someone else that names it too ("Priya moved to Toronto" above
+        "Priya's parents live in Chennai" for "Where does Priya live?")."""
         order = list(chosen)
         for answer in chosen:
             for above in order[:order.index(answer)]:
-                if (related.get((above["id"], answer["id"]), 0.0) >= ANSWER_FIRST_MIN_SIMILARITY
-                        and not values(above) and values(answer)
-                        and not _about_someone_else(doc(above), doc(answer), asked_words)
-                        and not (above["row"]["stated_at"] > answer["row"]["stated_at"]
-                                 and _announces_change(doc(above)))):
+                if (related.get((above["id"], answer["id"]), 0.0) >= ANSWER_FIRST_MIN_SIMILARITY and values(answer)
+                        and ((not values(above) and not _about_someone_else(doc(above), doc(answer), asked_words)
+                              and not (above["row"]["stated_at"] > answer["row"]["stated_at"]
+                                       and _announces_change(doc(above))))
+                             or _about_someone_else(doc(answer), doc(above), asked_words))):
                     order.remove(answer)
                     order.insert(order.index(above), answer)
                     answer["score"], answer["via"] = above["score"], "answer"

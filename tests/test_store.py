@@ -218,6 +218,20 @@ def test_a_new_employer_of_the_same_person_supersedes(memory, old, new):
 
 
 @pytest.mark.parametrize("old, new", [
+    ("Rosa lives in Leeds.", "Rosa's flat is in Bristol."),
+    ("Hugo lives in Gothenburg.", "Hugo has relocated to Oslo."),
+    ("Tom, the user's brother, lives in Toronto.", "The user's brother Tom is living in Vancouver."),
+    ("I live in Berlin.", "I moved to Lisbon in the spring."),  # cosine 0.43
+    ("Kwame settled in Kigali.", "Kwame's home base is Lagos."),
+])
+def test_a_new_home_of_the_same_person_supersedes(memory, old, new):
+    """One lives in one place at a time: a text saying where someone lives replaces the one before."""
+    first = memory.store(old)
+    second = memory.store(new)
+    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
+
+
+@pytest.mark.parametrize("old, new", [
     ("The search API allows 50 requests per minute per key.",
      "The search API rate limit is 200 requests per minute per key."),
     ("The export job's timeout is 30 seconds.", "The export job times out after 2 minutes."),  # one unit kind
@@ -338,6 +352,12 @@ def test_another_version_of_the_same_name_supersedes(memory, old, new):
     ("The release is on March 3.", "The release notes are due on March 5."),
     ("Priya's birthday is May 3.", "Priya's anniversary is June 10."),
     ("This week's on-call is Marcus.", "Marcus is on call again next month."),
+    # where someone grew up, works or stays a while, or where someone else lives
+    ("Marcus lives in Leeds.", "Marcus grew up in Bristol."),
+    ("Marcus lives in Leeds.", "Marcus's parents live in York."),
+    ("Marcus lives in Leeds.", "Marcus's office is in Manchester."),
+    ("Dana is based in Austin.", "Dana is visiting Denver this week."),
+    ("Marcus lives in Leeds.", "Marcus lives near Roundhay Park."),
 ])
 def test_another_fact_like_an_older_one_does_not_replace_it(memory, old, new):
     """Pairs a user met in realistic use (2026-12-01), each of which superseded the older memory and so hid
