@@ -191,6 +191,7 @@ ROLE_NOUNS = {"manager", "lead", "leader", "head", "director", "owner", "maintai
 # Holding something: a person who owns / maintains / runs a thing is its one holder at a time ("Dev now owns the
 # billing module" after "Maya owns the billing module").
 HOLDING_VERBS = {"own", "maintain", "manage", "lead", "run", "handle", "head", "chair", "coordinate", "oversee"}
+OWNER_NOUNS = {"owner", "maintainer", "keeper"}  # "the search service's owner is Emeka"
 # Verbs that end a value someone held, said of it by name: "Omar stopped taking metformin", "We dropped the Slack
 # integration", "Daniel cancelled his Netflix subscription". "leave" only of a name ("left the Sierra Club"; one
 # leaves the office every evening).
@@ -2380,8 +2381,36 @@ def _holding(doc) -> tuple[str, frozenset] | None:
     took over the auth service"; None for any other sentence."""
     sentence = next(iter(doc.sents), None)
     root = sentence.root if sentence is not None else None
-    if root is None or not (root.lemma_.lower() in HOLDING_VERBS or _takes_over(root)):
+    if root is not None and root.lemma_.lower() in ("be", "belong"):
+        holder, held = _holder_said(root)
+    elif root is None or not (root.lemma_.lower() in HOLDING_VERBS or _takes_over(root)):
         return None
+    else:
+        holder, held = _holder_by_verb(root)
+    if holder is None or held is None or not (holder.pos_ == "PROPN" or _is_name(holder.text)):
+        return None  # the small model tags "Ravi" NN
+    thing = frozenset(t.lemma_.lower() for t in [held, *held.children] if t.dep_ in ("compound", "amod", held.dep_))
+    return holder.lower_, thing
+
+
+def _holder_said(root):
+    """(holder, held) of "The search service's owner is Emeka", "The owner of the search service is Emeka",
+    "Bettina is the owner of the search service", "The notifications service belongs to Beatriz"."""
+    children = {c.dep_: c for c in root.children}
+    subject, attr = children.get("nsubj"), children.get("attr")
+    if root.lemma_.lower() == "belong":
+        return _object_of(root, {"to"}), subject
+    if subject is None or attr is None:
+        return None, None
+    if subject.lemma_.lower() in OWNER_NOUNS:
+        held = next((c for c in subject.children if c.dep_ == "poss"), None) or _object_of(subject, {"of"})
+        return attr, held
+    if attr.lemma_.lower() in OWNER_NOUNS:
+        return subject, _object_of(attr, {"of"})
+    return None, None
+
+
+def _holder_by_verb(root):
     children = {c.dep_: c for c in root.children}
     if "nsubj" in children and "dobj" in children:
         holder, held = children["nsubj"], children["dobj"]
@@ -2389,11 +2418,8 @@ def _holding(doc) -> tuple[str, frozenset] | None:
         held = children["nsubjpass"]
         holder = next((c for c in children["agent"].children if c.dep_ == "pobj"), None)
     else:
-        return None
-    if holder is None or not (holder.pos_ == "PROPN" or _is_name(holder.text)):  # the small model tags "Ravi" NN
-        return None
-    thing = frozenset(t.lemma_.lower() for t in [held, *held.children] if t.dep_ in ("compound", "amod", held.dep_))
-    return holder.lower_, thing
+        return None, None
+    return holder, held
 
 
 def _takes_over(verb) -> bool:
@@ -4011,6 +4037,7 @@ class YourMemory:
                      and not _one_more_value(old_doc, new_doc))
         replaced = ((may_contradict and contradicts(old_doc, new_doc))
                     or (may_name_employer and (states_new_employer(old_doc, new_doc) or states_new_home(old_doc, new_doc)))
+                    or (may_restate and _new_holder_of_thing(old_doc, new_doc))
                     or (may_restate and restates_a_version(old_doc, new_doc) and not _ended_things(new_doc))
                     or (similarity >= AMOUNT_RESTATEMENT_MIN_SIMILARITY and may_restate
                         and (restates_an_amount(old_doc, new_doc) or restates_a_date(old_doc, new_doc))

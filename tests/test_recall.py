@@ -597,9 +597,10 @@ def test_a_fact_about_someone_else_does_not_stay_above_the_answer(memory, clock,
 
 
 @pytest.mark.parametrize("older, newer, question", [
-    # "Bettina" is part of the newer subject's name, not a mark of another service (cosine 0.64)
-    ("The search service is owned by Ilya Petrenko.", "Bettina Kraus is the owner of the search service.",
-     "Who owns the search service?"),
+    # "Bettina" is part of the newer subject's name, not a mark of another service ("Bettina Kraus is the owner of
+    # the search service", this test's first newer fact, now replaces the old owner at store)
+    ("The search service is handled by Ilya Petrenko.", "Bettina Kraus looks after the search service.",
+     "Who handles the search service?"),
     # "St." ends no sentence: the newer fact is one sentence, so a newer value (a new employer would supersede)
     ("Amara Nwosu trains at Riverbend Gym.", "Amara now trains at St. Aldric Leisure Centre.",
      "Where does Amara Nwosu train?"),

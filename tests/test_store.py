@@ -218,6 +218,18 @@ def test_a_new_employer_of_the_same_person_supersedes(memory, old, new):
 
 
 @pytest.mark.parametrize("old, new", [
+    ("The ledger service is owned by Ilya Petrenko.", "Bettina Kraus is the owner of the ledger service."),
+    ("Kasia owns the refunds service.", "The refunds service's owner is Emeka."),
+    ("The alerts service belongs to Beatriz now.", "Dmitri is the owner of the alerts service."),
+])
+def test_a_new_owner_of_the_same_thing_supersedes(memory, old, new):
+    """Another named owner of the same thing, said in other words, no change announced (cosine >= 0.6)."""
+    first = memory.store(old)
+    second = memory.store(new)
+    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
+
+
+@pytest.mark.parametrize("old, new", [
     ("Rosa lives in Leeds.", "Rosa's flat is in Bristol."),
     ("Hugo lives in Gothenburg.", "Hugo has relocated to Oslo."),
     ("Tom, the user's brother, lives in Toronto.", "The user's brother Tom is living in Vancouver."),
@@ -358,6 +370,7 @@ def test_another_version_of_the_same_name_supersedes(memory, old, new):
     ("Marcus lives in Leeds.", "Marcus's office is in Manchester."),
     ("Dana is based in Austin.", "Dana is visiting Denver this week."),
     ("Marcus lives in Leeds.", "Marcus lives near Roundhay Park."),
+    ("Maya owns the billing module.", "Dev reviews the billing module."),  # reviewing is not owning
 ])
 def test_another_fact_like_an_older_one_does_not_replace_it(memory, old, new):
     """Pairs a user met in realistic use (2026-12-01), each of which superseded the older memory and so hid
