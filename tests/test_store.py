@@ -252,7 +252,7 @@ def test_a_new_home_of_the_same_person_supersedes(memory, old, new):
      "The export queue is running 8 Celery workers after the cost review."),
 ])
 def test_another_amount_of_the_same_thing_supersedes(memory, old, new):
-    """Another number of the same unit for the same thing, said in other words (cosine >= 0.75)."""
+    """Another number of the same unit for the same thing, said in other words (cosine >= 0.65)."""
     first = memory.store(old)
     second = memory.store(new)
     assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
@@ -262,9 +262,10 @@ def test_another_amount_of_the_same_thing_supersedes(memory, old, new):
     ("The beta launches on September 3.", "The beta launch is pushed to September 24."),
     ("The visa application is due on 1 June.", "The visa application deadline is 15 June."),
     ("The design team's standup is at 11:00.", "The design team does standup at 10:45."),
+    ("The design team holds standup at 10:00.", "Design standup happens at 9:15."),  # two verbs of scheduling
 ])
 def test_another_date_of_the_same_thing_supersedes(memory, old, new):
-    """Another time for the same thing, said in other words, no change announced (cosine >= 0.75)."""
+    """Another time for the same thing, said in other words, no change announced (cosine >= 0.6)."""
     first = memory.store(old)
     second = memory.store(new)
     assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
@@ -358,6 +359,8 @@ def test_another_version_of_the_same_name_supersedes(memory, old, new):
     ("The team has 6 engineers.", "The platform team has 8 engineers."),
     ("We had 3 outages in March.", "We had 5 outages in April."),
     ("The staging cluster has 3 nodes.", "The production cluster has 5 nodes."),
+    ("Production requests time out after 15 seconds.",
+     "Production logs every request that takes longer than 2 seconds."),  # a bound, not the setting
     # times of two things, of two ends, of a narrower case, or of a recurring thing
     ("The store opens at 9:00 on weekdays.", "The store opens at 10:00 on Sundays."),
     ("The office opens at 9:00.", "The office closes at 18:00."),
