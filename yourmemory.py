@@ -241,7 +241,7 @@ AMOUNT_UNITS = {"second": ("duration", 1), "sec": ("duration", 1), "s": ("durati
 # Words any text may use of an amount, which say nothing of what it counts: "the public API rate limit is ...".
 AMOUNT_WORDS = {"limit", "rate", "size", "timeout", "count", "number", "total", "amount", "cap", "maximum", "max",
                 "retention", "ttl", "level", "most", "least"}
-LOWEST_VERSION_WORDS = {"minimum", "least", "require", "requirement", "floor", "oldest"}
+BOUND_WORDS = {"minimum", "least", "require", "requirement", "floor", "oldest"}
 # Where one may work without it being one's employer: "I work at a café on Fridays", "works at home".
 WORKPLACES_THAT_ARE_NO_EMPLOYER = {"home", "office", "desk", "café", "cafe", "table", "computer", "laptop"}
 # "has a job at Figma", "took a position with Bosch": a post held at an employer.
@@ -2320,6 +2320,7 @@ def _a_workplace(noun) -> bool:
 
 
 def _employer_of(verb):
+    """The employer one main verb says (see ``_employer``), before times, pronouns and workplaces are left out."""
     lemma = _verb_lemma(verb)
     subject = next((c for c in verb.children if c.dep_ in ("nsubj", "nsubjpass")), None)
     if lemma == "be" and subject is not None and subject.lemma_.lower() in {"employer", *EMPLOYMENT_NOUNS}:
@@ -3267,8 +3268,8 @@ def restates_a_version(old_doc, new_doc) -> bool:
     old, new = _versioned_names(old_doc), _versioned_names(new_doc)
     if len(old) != 1 or len(new) != 1 or old[0][0] != new[0][0] or old[0][1] == new[0][1]:
         return False
-    said = [_words_beside_versions(doc, doc_versions) for doc, doc_versions in ((old_doc, old), (new_doc, new))]
-    return not (said[0] - said[1] and said[1] - said[0]) and _a_lowest_version(old_doc) == _a_lowest_version(new_doc)
+    said = [_words_beside_values(doc, doc_versions) for doc, doc_versions in ((old_doc, old), (new_doc, new))]
+    return not (said[0] - said[1] and said[1] - said[0]) and _says_a_bound(old_doc) == _says_a_bound(new_doc)
 
 
 def restates_an_amount(old_doc, new_doc) -> bool:
@@ -3281,11 +3282,11 @@ def restates_an_amount(old_doc, new_doc) -> bool:
     if len(old) != 1 or len(new) != 1 or old[0][0] != new[0][0] or old[0][1] == new[0][1]:
         return False
     # times count here: "We had 3 outages in March" / "... 5 outages in April" are two months' counts
-    said = [(_words_beside_versions(doc, [((unit,), number)]) - AMOUNT_WORDS)
+    said = [(_words_beside_values(doc, [((unit,), number)]) - AMOUNT_WORDS)
             | {t.lower_ for t in doc if _names_a_time(t) and _number_value(t) is None}
             for doc, ((unit, number),) in ((old_doc, _amount_words(old_doc)), (new_doc, _amount_words(new_doc)))]
     return (not (said[0] - said[1] and said[1] - said[0]) and not _counts_a_narrower_case(old_doc, new_doc)
-            and _a_lowest_version(old_doc) == _a_lowest_version(new_doc))
+            and _says_a_bound(old_doc) == _says_a_bound(new_doc))
 
 
 def _counts_a_narrower_case(old_doc, new_doc, kind_words: set[str] = AMOUNT_WORDS) -> bool:
@@ -3326,7 +3327,7 @@ def restates_a_date(old_doc, new_doc) -> bool:
         return False
     if not moved and any(t.lower_ == "again" for t in new_doc):
         return False  # another time of a recurring thing: "Marcus is on call again next month"
-    said = [_words_beside_versions(doc, []) - DATE_WORDS for doc in (old_doc, new_doc)]
+    said = [_words_beside_values(doc, []) - DATE_WORDS for doc in (old_doc, new_doc)]
     return (not (said[0] - said[1] and said[1] - said[0]) and not _counts_a_narrower_case(old_doc, new_doc, DATE_WORDS)
             and not _narrower_case(old_doc, new_doc))
 
@@ -3355,12 +3356,12 @@ def _amount_words(doc) -> list[tuple[str, str]]:
     return [(t.head.lower_, t.lower_) for t in doc if t.dep_ == "nummod" and _number_value(t) is not None]
 
 
-def _a_lowest_version(doc) -> bool:
+def _says_a_bound(doc) -> bool:
     """"supports iOS 15 and later", "requires Node 18 or newer", "the minimum version is iOS 17", "longer than 2
     seconds": a bound, which is another fact than the version a thing runs ("The API is on Node 20") or the
     amount it is set to ("Production requests time out after 15 seconds")."""
     words = [t.lower_ for t in doc]
-    return bool(LOWEST_VERSION_WORDS & {t.lemma_.lower() for t in doc} or "than" in words) or any(
+    return bool(BOUND_WORDS & {t.lemma_.lower() for t in doc} or "than" in words) or any(
         word in ("and", "or") and following in ("later", "up", "newer", "above", "higher")
         for word, following in zip(words, words[1:]))
 
@@ -3382,9 +3383,10 @@ def _versioned_names(doc) -> list[tuple[tuple[str, ...], str]]:
     return found
 
 
-def _words_beside_versions(doc, versions) -> set[str]:
-    """What a text says of the versioned thing's subject: its content words, in both short and long forms, but
-    the versions, their names and the words any such text may use for a version ("runtime", "image")."""
+def _words_beside_values(doc, versions) -> set[str]:
+    """What a text says of the subject of its value (a version, an amount, a date): its content words, in both
+    short and long forms, but the values, their names (or units) and the words any such text may use for a
+    version ("runtime", "image")."""
     named = {word for name, version in versions for word in (*name, version)}
     # the main verb is no word of the subject, even where the small model reads it as a noun ("Django 5.1 powers
     # ..."); a modifier is, even where it reads as a verb ("the reporting portal")
