@@ -3277,7 +3277,8 @@ def restates_an_amount(old_doc, new_doc) -> bool:
     requests per minute per key", "Checkout's request timeout is 20 seconds" replaces "The checkout service times
     out requests after 45 seconds": each text gives one amount, of the same unit (seconds, minutes and hours are
     one), another number, and only one of the two says more of the subject, quantity words aside (limit, size,
-    timeout...), with no narrower case ("The upload size limit for images is 5 MB")."""
+    timeout...), with no narrower case ("The upload size limit for images is 5 MB"), in one relation
+    (``_one_relation``)."""
     old, new = _amounts(old_doc), _amounts(new_doc)
     if len(old) != 1 or len(new) != 1 or old[0][0] != new[0][0] or old[0][1] == new[0][1]:
         return False
@@ -3286,7 +3287,8 @@ def restates_an_amount(old_doc, new_doc) -> bool:
             | {t.lower_ for t in doc if _names_a_time(t) and _number_value(t) is None}
             for doc, ((unit, number),) in ((old_doc, _amount_words(old_doc)), (new_doc, _amount_words(new_doc)))]
     return (not (said[0] - said[1] and said[1] - said[0]) and not _counts_a_narrower_case(old_doc, new_doc)
-            and _says_a_bound(old_doc) == _says_a_bound(new_doc))
+            and _says_a_bound(old_doc) == _says_a_bound(new_doc)
+            and _one_relation(old_doc, new_doc))  # not "times out after 2 seconds" / "caches results for 60 seconds"
 
 
 def _counts_a_narrower_case(old_doc, new_doc, kind_words: set[str] = AMOUNT_WORDS) -> bool:
@@ -3391,7 +3393,8 @@ def _words_beside_values(doc, versions) -> set[str]:
     # the main verb is no word of the subject, even where the small model reads it as a noun ("Django 5.1 powers
     # ..."); a modifier is, even where it reads as a verb ("the reporting portal")
     words = {(t.lemma_ if t.pos_ == "NOUN" else t.text).lower() for t in doc
-             if t.dep_ != "ROOT" and not t.is_stop and not _has_digit(t) and t.lower_ not in named
+             if t.dep_ != "ROOT" and not (t.is_stop and not t.text.isupper())  # "US" is no "us"
+             and not _has_digit(t) and t.lower_ not in named
              and (t.pos_ in ("NOUN", "PROPN", "ADJ") or t.dep_ in ("amod", "compound"))
              and not _names_a_time(t)} - VERSION_WORDS
     return with_short_forms(words)

@@ -351,6 +351,7 @@ def test_another_version_of_the_same_name_supersedes(memory, old, new):
     ("The staging cluster runs Kubernetes 1.27.", "The production cluster runs Kubernetes 1.29."),
     ("The frontend uses Node 18.", "The backend uses Node 20."),
     ("The iOS app is built with Xcode 15.", "The macOS app is built with Xcode 16."),
+    ("The APAC cluster runs Kubernetes 1.27.", "The US cluster runs Kubernetes 1.29."),  # "US" is no stop word "us"
     ("The SDK supports Python 3.9 and later.", "The SDK is tested on Python 3.12."),
     ("The user's flight to Rome is on June 12.", "The user's return flight from Rome is on June 20."),
     # amounts of two things, of two times, or of a narrower case
@@ -359,6 +360,7 @@ def test_another_version_of_the_same_name_supersedes(memory, old, new):
     ("The team has 6 engineers.", "The platform team has 8 engineers."),
     ("We had 3 outages in March.", "We had 5 outages in April."),
     ("The staging cluster has 3 nodes.", "The production cluster has 5 nodes."),
+    ("The export API times out after 5 seconds.", "The export API caches results for 30 seconds."),  # two relations
     ("Production requests time out after 15 seconds.",
      "Production logs every request that takes longer than 2 seconds."),  # a bound, not the setting
     # times of two things, of two ends, of a narrower case, or of a recurring thing
