@@ -19,6 +19,13 @@ def count_rows(memory, table):
     return memory.db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
 
 
+def assert_replaces(memory, old: str, new: str) -> None:
+    """Store ``old``, then ``new``: the new memory supersedes the old one."""
+    first = memory.store(old)
+    second = memory.store(new)
+    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
+
+
 def test_a_new_memory_is_stored_with_its_vector_and_index_entry(memory):
     result = memory.store("The staging cluster runs Kubernetes 1.29", importance=0.8, category="fact")
     assert result["action"] == "store" and result["category"] == "fact" and not result["categoryInferred"]
@@ -196,9 +203,7 @@ def test_a_changed_value_supersedes_the_old_memory(memory, old, new):
     ("The mobile app ships a release every two weeks.", "We're moving the mobile app to a monthly release train."),
 ])
 def test_an_announced_change_in_other_words_supersedes(memory, old, new):
-    first = memory.store(old)
-    second = memory.store(new)
-    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
+    assert_replaces(memory, old, new)
 
 
 @pytest.mark.parametrize("old, new", [
@@ -212,21 +217,7 @@ def test_an_announced_change_in_other_words_supersedes(memory, old, new):
 ])
 def test_a_new_employer_of_the_same_person_supersedes(memory, old, new):
     """One works at one employer at a time: a text saying where someone works replaces the one before."""
-    first = memory.store(old)
-    second = memory.store(new)
-    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
-
-
-@pytest.mark.parametrize("old, new", [
-    ("The ledger service is owned by Ilya Petrenko.", "Bettina Kraus is the owner of the ledger service."),
-    ("Kasia owns the refunds service.", "The refunds service's owner is Emeka."),
-    ("The alerts service belongs to Beatriz now.", "Dmitri is the owner of the alerts service."),
-])
-def test_a_new_owner_of_the_same_thing_supersedes(memory, old, new):
-    """Another named owner of the same thing, said in other words, no change announced (cosine >= 0.6)."""
-    first = memory.store(old)
-    second = memory.store(new)
-    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
+    assert_replaces(memory, old, new)
 
 
 @pytest.mark.parametrize("old, new", [
@@ -238,9 +229,7 @@ def test_a_new_owner_of_the_same_thing_supersedes(memory, old, new):
 ])
 def test_a_new_home_of_the_same_person_supersedes(memory, old, new):
     """One lives in one place at a time: a text saying where someone lives replaces the one before."""
-    first = memory.store(old)
-    second = memory.store(new)
-    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
+    assert_replaces(memory, old, new)
 
 
 @pytest.mark.parametrize("old, new", [
@@ -253,9 +242,7 @@ def test_a_new_home_of_the_same_person_supersedes(memory, old, new):
 ])
 def test_another_amount_of_the_same_thing_supersedes(memory, old, new):
     """Another number of the same unit for the same thing, said in other words (cosine >= 0.65)."""
-    first = memory.store(old)
-    second = memory.store(new)
-    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
+    assert_replaces(memory, old, new)
 
 
 @pytest.mark.parametrize("old, new", [
@@ -266,9 +253,7 @@ def test_another_amount_of_the_same_thing_supersedes(memory, old, new):
 ])
 def test_another_date_of_the_same_thing_supersedes(memory, old, new):
     """Another time for the same thing, said in other words, no change announced (cosine >= 0.6)."""
-    first = memory.store(old)
-    second = memory.store(new)
-    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
+    assert_replaces(memory, old, new)
 
 
 @pytest.mark.parametrize("old, new", [
@@ -279,9 +264,7 @@ def test_another_date_of_the_same_thing_supersedes(memory, old, new):
 ])
 def test_another_version_of_the_same_name_supersedes(memory, old, new):
     """The same named thing with another version, said in other words, no change announced."""
-    first = memory.store(old)
-    second = memory.store(new)
-    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
+    assert_replaces(memory, old, new)
 
 
 @pytest.mark.parametrize("old, new", [
@@ -404,9 +387,7 @@ def test_a_change_of_tense_is_not_taken_for_a_duplicate(memory, old, new):
     ("Dr. Hoffmann is my GP.", "Dr. Yilmaz is my new GP."),
 ])
 def test_a_role_announced_with_a_new_holder_supersedes_the_old_holder(memory, old, new):
-    first = memory.store(old)
-    second = memory.store(new)
-    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
+    assert_replaces(memory, old, new)
 
 
 @pytest.mark.parametrize("old, new", [
@@ -414,12 +395,14 @@ def test_a_role_announced_with_a_new_holder_supersedes_the_old_holder(memory, ol
     ("The billing module is maintained by Maya.", "Dev now owns the billing module."),
     ("Hannah owns the auth service.", "Ravi took over the auth service from Hannah."),
     ("Elif runs the release process.", "Gustavo now runs the release process."),
+    # said in other words, with no change announced (cosine >= 0.6)
+    ("The ledger service is owned by Ilya Petrenko.", "Bettina Kraus is the owner of the ledger service."),
+    ("Kasia owns the refunds service.", "The refunds service's owner is Emeka."),
+    ("The alerts service belongs to Beatriz now.", "Dmitri is the owner of the alerts service."),
 ])
 def test_a_new_holder_of_the_same_thing_supersedes_the_old_holder(memory, old, new):
     """A person holding a thing is its value, not its owner: the thing held is the subject of the fact."""
-    first = memory.store(old)
-    second = memory.store(new)
-    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
+    assert_replaces(memory, old, new)
 
 
 @pytest.mark.parametrize("holder, nearer, new", [
@@ -457,9 +440,7 @@ def test_a_holder_of_another_thing_is_kept(memory):
     ("Luis is the tech lead of the search team.", "Sana replaced Luis as tech lead of the search team."),  # the holder
 ])
 def test_a_change_that_names_what_it_replaced_supersedes_the_memory_holding_it(memory, old, new):
-    first = memory.store(old)
-    second = memory.store(new)
-    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
+    assert_replaces(memory, old, new)
 
 
 @pytest.mark.parametrize("old, new", [
@@ -502,9 +483,7 @@ def test_a_named_replacement_leaves_a_routine_a_fact_about_the_thing_and_a_quote
     ("Clara plays the piano.", "Clara gave up the piano years ago and plays the violin now."),  # "ago": done
 ])
 def test_an_ending_said_of_the_value_the_old_memory_holds_supersedes_it(memory, old, new):
-    first = memory.store(old)
-    second = memory.store(new)
-    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
+    assert_replaces(memory, old, new)
 
 
 @pytest.mark.parametrize("old, new", [
@@ -730,9 +709,7 @@ def test_a_near_identical_statement_with_another_value_supersedes_unannounced(me
 def test_a_less_similar_restatement_supersedes_when_its_value_is_of_the_same_kind(memory, old, new):
     """Below the near-identical restatement's cosine (0.8), the values the two texts do not share, embedded
     alone, must be alike: two cities, two days."""
-    first = memory.store(old)
-    second = memory.store(new)
-    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
+    assert_replaces(memory, old, new)
 
 
 @pytest.mark.parametrize("new, alike, model_calls", [
@@ -761,9 +738,7 @@ def test_values_are_compared_by_the_model_only_up_to_four_words(memory, new, ali
 def test_an_announced_change_with_no_word_in_common_supersedes_when_its_value_is_of_the_same_kind(memory, old, new):
     """The same person, a change said ("these days", "moved"), and two cities, or two names taken through the
     same preposition: no topic word is shared."""
-    first = memory.store(old)
-    second = memory.store(new)
-    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
+    assert_replaces(memory, old, new)
 
 
 @pytest.mark.parametrize("old, new", [
@@ -775,9 +750,7 @@ def test_an_announced_change_with_no_word_in_common_supersedes_when_its_value_is
 def test_a_less_similar_announced_change_supersedes_when_its_value_is_of_the_same_kind(memory, old, new):
     """Below the cosine that an announced change needs (0.45), down to 0.4, the values the two texts do not
     share must be alike too: two dates, two phones; two databases, the subject's own words left out."""
-    first = memory.store(old)
-    second = memory.store(new)
-    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
+    assert_replaces(memory, old, new)
 
 
 @pytest.mark.parametrize("old, new", [
@@ -824,9 +797,7 @@ def test_an_announced_value_of_a_relation_of_several_values_adds_one(memory, old
 ])
 def test_a_relation_of_several_values_changes_when_the_change_is_said(memory, old, new):
     """A change verb (one that joins, with "instead"), "no longer" or a named replaced value ends the old value."""
-    first = memory.store(old)
-    second = memory.store(new)
-    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
+    assert_replaces(memory, old, new)
 
 
 @pytest.mark.parametrize("old, new", [
@@ -853,9 +824,7 @@ def test_an_announced_change_of_another_thing_of_the_same_kind_supersedes_nothin
     ("The front-end build uses Webpack.", "We switched the frontend build to Vite."),  # one mark, spelled two ways
 ])
 def test_an_announced_change_of_the_same_thing_named_shorter_supersedes(memory, old, new):
-    first = memory.store(old)
-    second = memory.store(new)
-    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
+    assert_replaces(memory, old, new)
 
 
 @pytest.mark.parametrize("old, new", [
@@ -904,9 +873,7 @@ def test_a_less_similar_statement_of_another_kind_time_or_relation_supersedes_no
     ("Leo lives in Madrid.", "Leo resides in Seville."),  # "reside" states where, as "be based in" does
 ])
 def test_a_near_identical_restatement_in_another_verb_supersedes(memory, old, new):
-    first = memory.store(old)
-    second = memory.store(new)
-    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
+    assert_replaces(memory, old, new)
 
 
 def test_a_persons_other_relation_supersedes_nothing_even_said_alike(memory):
@@ -924,9 +891,7 @@ def test_a_persons_other_relation_supersedes_nothing_even_said_alike(memory):
 ])
 def test_a_sentence_read_as_a_noun_phrase_still_takes_a_new_value(memory, old, new):
     """The small model reads "runs" as a noun here; the same words before it are the same subject."""
-    first = memory.store(old)
-    second = memory.store(new)
-    assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
+    assert_replaces(memory, old, new)
 
 
 @pytest.mark.parametrize("old, new", [
