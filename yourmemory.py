@@ -2162,10 +2162,11 @@ def _new_holder_of_thing(old_doc, new_doc) -> bool:
 
 def _new_employer(old_doc, new_doc) -> bool:
     """"Ingrid joined Klarna as a data engineer" after "Ingrid works at Spotify", "Arjun started at Skyline
-    Robotics" after "Arjun is a software engineer at Atlassian": the same person (or "I") joins a named employer
-    the old text does not name, and the old text says where they work."""
+    Robotics" after "Arjun is a software engineer at Atlassian", "Lena left Brightwell and joined Koru Health" after
+    "Lena Okafor works at Brightwell Analytics": the same person (``_same_employee``) joins a named employer the old
+    text does not name, and the old text says where they work."""
     joined = _joined_employer(new_doc)
-    return (joined is not None and _owner_as_subject(old_doc, new_doc) and _employer(old_doc) is not None
+    return (joined is not None and _same_employee(old_doc, new_doc) and _employer(old_doc) is not None
             and _names_another_employer(joined, old_doc))
 
 

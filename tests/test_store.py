@@ -214,6 +214,7 @@ def test_an_announced_change_in_other_words_supersedes(memory, old, new):
     ("Kofi left Revolut for Wise.", "Kofi works at a tiny startup called Brightloop."),  # cosine 0.35
     ("Lucia works for Telefónica in Madrid.", "Lucia is at Glovo now."),
     ("The user is employed by Siemens.", "The user works for Datadog."),
+    ("Silje Berg is an analyst at Nordlys Capital.", "Silje joined Fjordbank."),  # a part of her name
 ])
 def test_a_new_employer_of_the_same_person_supersedes(memory, old, new):
     """One works at one employer at a time: a text saying where someone works replaces the one before."""
