@@ -4046,11 +4046,16 @@ class YourMemory:
         alike = functools.cache(lambda: self._values_alike(old_doc, new_doc))  # one model call a pair at most
         announced = (may_announce and announces_update(old_doc, new_doc)
                      and not _one_more_value(old_doc, new_doc))
+        # the value rules below read one sentence: a paragraph (a summary, a story) is a record, which a one-line
+        # fact about its first sentence would hide whole
+        one_value = _one_sentence(old_doc)
         replaced = ((may_contradict and contradicts(old_doc, new_doc))
-                    or (may_name_employer and (states_new_employer(old_doc, new_doc) or states_new_home(old_doc, new_doc)))
-                    or (may_restate and _new_holder_of_thing(old_doc, new_doc))
-                    or (may_restate and restates_a_version(old_doc, new_doc) and not _ended_things(new_doc))
-                    or (may_restate and not _past_event(old_doc) and not _past_event(new_doc)
+                    or (one_value and may_name_employer
+                        and (states_new_employer(old_doc, new_doc) or states_new_home(old_doc, new_doc)))
+                    or (one_value and may_restate and _new_holder_of_thing(old_doc, new_doc))
+                    or (one_value and may_restate and restates_a_version(old_doc, new_doc)
+                        and not _ended_things(new_doc))
+                    or (one_value and may_restate and not _past_event(old_doc) and not _past_event(new_doc)
                         and ((similarity >= AMOUNT_RESTATEMENT_MIN_SIMILARITY and restates_an_amount(old_doc, new_doc))
                              or (similarity >= DATE_RESTATEMENT_MIN_SIMILARITY and restates_a_date(old_doc, new_doc))))
                     or (may_announce and (announced or (_kindred_change(old_doc, new_doc) and alike()))
@@ -4108,10 +4113,15 @@ class YourMemory:
         if (speaker(new_content) is not None or speaker(old_content) is not None or _hedged(new_doc)
                 or not _one_sentence(new_doc)):
             return False
-        if _joined_employer(new_doc) is not None and _announces_change(new_doc):
-            return _new_employer(old_parse(), new_doc)
-        return ((_employer(new_doc) is not None and states_new_employer(old_parse(), new_doc))
-                or (_residence(new_doc) is not None and states_new_home(old_parse(), new_doc)))
+        joined = _joined_employer(new_doc) is not None and _announces_change(new_doc)
+        if not (joined or _employer(new_doc) is not None or _residence(new_doc) is not None):
+            return False
+        old_doc = old_parse()
+        if not _one_sentence(old_doc):
+            return False  # a paragraph is a record (see ``_replaces``)
+        if joined:
+            return _new_employer(old_doc, new_doc)
+        return states_new_employer(old_doc, new_doc) or states_new_home(old_doc, new_doc)
 
     def _stored_parse(self, memory_id: int, content: str):
         """A memory's parse from its record; one made now is recorded, so each memory is parsed once."""

@@ -269,6 +269,22 @@ def test_another_version_of_the_same_name_supersedes(memory, old, new):
 
 
 @pytest.mark.parametrize("old, new", [
+    ("Marcus lives in Leeds. He works at the BBC and plays in a band on Fridays.", "Marcus's flat is in Bristol."),
+    ("Nora works at Allegro. She mentors two juniors and runs the book club.", "Nora works at Grafana Labs."),
+    ("The API is on Node 18. It serves 2,000 requests a second and is deployed on Fridays.",
+     "The API's runtime is Node 22."),
+    ("Uploads are capped at 10 MB. Larger files go through the resumable endpoint.",
+     "The maximum upload size is 25 MB."),
+])
+def test_a_paragraph_stays_when_a_fact_changes_its_first_sentence(memory, old, new):
+    """A paragraph is a record: the value rules read one sentence, and superseding the whole paragraph for a new
+    value of its first sentence would hide the rest of it."""
+    first = memory.store(old)
+    assert memory.store(new)["action"] == "store"
+    assert memory.get(first["id"])["status"] == "active"
+
+
+@pytest.mark.parametrize("old, new", [
     # another subject, the same value: the changed words name who or what, not the value
     ("My mother lives in Hamburg.", "My father lives in Hamburg."),
     ("Kenji is on vacation next week.", "Aisha is on vacation next week."),
