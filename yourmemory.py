@@ -248,6 +248,9 @@ WORKPLACES_THAT_ARE_NO_EMPLOYER = {"home", "office", "desk", "café", "cafe", "t
 EMPLOYMENT_NOUNS = {"job", "position", "post", "role"}
 SEVERAL_TIES_NOUNS = {"member", "fan", "friend", "volunteer", "supporter", "subscriber", "donor", "patron", "follower",
                       "contributor", "part"}
+# What one is at a place without working there: "a speaker at PyCon", "a member at the gym", "a regular at Kumo".
+NO_POST_NOUNS = SEVERAL_TIES_NOUNS | {"speaker", "guest", "visitor", "regular", "customer", "patient", "client",
+                                      "attendee", "tourist"}
 ADDITION_WORDS = {"another", "also", "too", "additional", "additionally", "besides"}  # one more, not a new value
 NEWNESS_WORDS = {"new", "newest", "latest", "current", "currently"}  # only when said of the fact itself
 PREFERENCE_WORDS = {"favorite", "favourite", "go", "preferred", "usual", "main", "primary"}  # "go" of "go-to"
@@ -2337,7 +2340,8 @@ def _employer_of(verb):
         if named is not None and _is_named(named) and _announces_change(verb.doc):
             return named
         return next(filter(None, (_object_of(c, EMPLOYER_PREPOSITIONS) for c in verb.children
-                                  if c.dep_ == "attr" and c.pos_ == "NOUN")), None)
+                                  if c.dep_ == "attr" and c.pos_ == "NOUN"
+                                  and c.lemma_.lower() not in NO_POST_NOUNS)), None)
     if lemma == "leave":  # "left Zalando for Booking.com" (the parse may hang "for" on the left one)
         named = next(filter(None, (_object_of(head, {"for"}) for head in [verb, *_objects(verb)])), None)
         return named if named is not None and _is_named(named) else None

@@ -342,6 +342,8 @@ def test_a_paragraph_stays_when_a_fact_changes_its_first_sentence(memory, old, n
     ("Ingrid works with Kubernetes every day.", "Ingrid works at Spotify."),
     ("I work at a café on Fridays.", "I work at Shopify."),
     ("Hana works out at the gym on Elm Street.", "Hana works at Deutsche Bank."),
+    ("Ana is a speaker at PyCon.", "Ana works at Google."),  # what one is at a place without working there
+    ("Ana is a member at the Riverside gym.", "Ana works at Google."),
     # another person's employer, and a role or a tool said beside an employer
     ("Mia works at Zalando.", "Mia's brother works at Bosch."),
     ("Lena Okafor works at Brightwell Analytics.", "Lena Smith works at Koru Health."),
