@@ -2169,7 +2169,8 @@ def _new_employer(old_doc, new_doc) -> bool:
     "Lena Okafor works at Brightwell Analytics": the same person (``_same_employee``) joins a named employer the old
     text does not name, and the old text says where they work."""
     joined = _joined_employer(new_doc)
-    return (joined is not None and _same_employee(old_doc, new_doc) and _employer(old_doc) is not None
+    return (joined is not None and _one_sentence(old_doc)  # a paragraph is a record (see ``_replaces``)
+            and _same_employee(old_doc, new_doc) and _employer(old_doc) is not None
             and _names_another_employer(joined, old_doc))
 
 

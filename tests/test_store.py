@@ -271,6 +271,8 @@ def test_another_version_of_the_same_name_supersedes(memory, old, new):
 @pytest.mark.parametrize("old, new", [
     ("Marcus lives in Leeds. He works at the BBC and plays in a band on Fridays.", "Marcus's flat is in Bristol."),
     ("Nora works at Allegro. She mentors two juniors and runs the book club.", "Nora works at Grafana Labs."),
+    ("Ingrid works at Spotify. She leads the data team and mentors two juniors.",
+     "Ingrid joined Klarna as a data engineer."),
     ("The API is on Node 18. It serves 2,000 requests a second and is deployed on Fridays.",
      "The API's runtime is Node 22."),
     ("Uploads are capped at 10 MB. Larger files go through the resumable endpoint.",
