@@ -2240,6 +2240,7 @@ def states_new_home(old_doc, new_doc) -> bool:
             and new[1].lower_ not in {t.lower_ for t in old_doc})
 
 
+@of_one_parse
 def _residence(doc):
     """(person, place) of where someone lives: "Marcus lives in Leeds", "Anjali is based in Bangalore", "Kofi
     settled in Kigali", "Amara moved to Leeds" (no object moved), "Marcus's flat is in Bristol", "Home for Oskar is
@@ -2302,6 +2303,7 @@ def _names_another_employer(employer, old_doc) -> bool:
     return not {t.lower_ for t in name} <= {t.lower_ for t in old_doc}
 
 
+@of_one_parse
 def _employer(doc):
     """Where the subject works: "works at Spotify", "works for the city council", "is a designer at Canva", "is
     interning at Apple", "is employed by Deloitte", "has a job at Figma", "Noor's employer is UNICEF", "Yuki's new
@@ -2369,6 +2371,7 @@ def _called(token):
                  for named in acl.children if named.dep_ in ("oprd", "attr", "dobj")), token)
 
 
+@of_one_parse
 def _joined_employer(doc):
     """The name a text's main verb joins: "joined Klarna", "left banking and joined SAP", "started at Skyline
     Robotics"; not "joined a hiking club" nor "joined the Spotify running club" (no name)."""
@@ -2381,7 +2384,7 @@ def _joined_employer(doc):
                       for pobj in prep.children if pobj.dep_ == "pobj"]
         else:
             continue
-        named = [t for t in joined if t.pos_ == "PROPN" or _is_a_name(t)]
+        named = [t for t in joined if _is_named(t)]
         if named:
             return named[0]
     return None
@@ -3185,7 +3188,7 @@ def changed_values(doc, other) -> list:
 def _value_kinds(tokens) -> set[str]:
     """"name" ("Klarna", "CI"), "quantity" (a time or a number: "weekends", "two"; not "one" of "one of our
     customers" nor of "one-line"), both or neither ("optional", "monorepo")."""
-    return ({"name" for t in tokens if t.pos_ == "PROPN" or _is_a_name(t)}
+    return ({"name" for t in tokens if _is_named(t)}
             | {"quantity" for t in tokens if _names_a_time(t) or (
                 (t.like_num or _has_digit(t)) and not any(child.lower_ == "of" for child in t.children)
                 and not (t.i + 1 < len(t.doc) and t.nbor().text == "-"))})
@@ -3275,7 +3278,13 @@ def restates_a_version(old_doc, new_doc) -> bool:
     if len(old) != 1 or len(new) != 1 or old[0][0] != new[0][0] or old[0][1] == new[0][1]:
         return False
     said = [_words_beside_values(doc, doc_versions) for doc, doc_versions in ((old_doc, old), (new_doc, new))]
-    return not (said[0] - said[1] and said[1] - said[0]) and _says_a_bound(old_doc) == _says_a_bound(new_doc)
+    return _at_most_one_says_more(*said) and _says_a_bound(old_doc) == _says_a_bound(new_doc)
+
+
+def _at_most_one_says_more(old_words: set[str], new_words: set[str]) -> bool:
+    """Of two texts' words about a value's subject, at most one side has words the other lacks: "The web frontend"
+    / "The frontend build image" may be one thing; "The staging cluster" / "The production cluster" are two."""
+    return not (old_words - new_words and new_words - old_words)
 
 
 def restates_an_amount(old_doc, new_doc) -> bool:
@@ -3292,7 +3301,7 @@ def restates_an_amount(old_doc, new_doc) -> bool:
     said = [(_words_beside_values(doc, [((unit,), number)]) - AMOUNT_WORDS)
             | {t.lower_ for t in doc if _names_a_time(t) and _number_value(t) is None}
             for doc, ((unit, number),) in ((old_doc, _amount_words(old_doc)), (new_doc, _amount_words(new_doc)))]
-    return (not (said[0] - said[1] and said[1] - said[0]) and not _counts_a_narrower_case(old_doc, new_doc)
+    return (_at_most_one_says_more(*said) and not _counts_a_narrower_case(old_doc, new_doc)
             and _says_a_bound(old_doc) == _says_a_bound(new_doc)
             and _one_relation(old_doc, new_doc))  # not "times out after 2 seconds" / "caches results for 60 seconds"
 
@@ -3336,7 +3345,7 @@ def restates_a_date(old_doc, new_doc) -> bool:
     if not moved and any(t.lower_ == "again" for t in new_doc):
         return False  # another time of a recurring thing: "Marcus is on call again next month"
     said = [_words_beside_values(doc, []) - DATE_WORDS for doc in (old_doc, new_doc)]
-    return (not (said[0] - said[1] and said[1] - said[0]) and not _counts_a_narrower_case(old_doc, new_doc, DATE_WORDS)
+    return (_at_most_one_says_more(*said) and not _counts_a_narrower_case(old_doc, new_doc, DATE_WORDS)
             and not _narrower_case(old_doc, new_doc))
 
 
@@ -3997,7 +4006,7 @@ class YourMemory:
                     break
                 if similarity < UPDATE_MIN_SIMILARITY:
                     if (self._replaces_by_name(old_content, content, doc, old_parse)
-                            or self._changes_employer(old_content, content, doc, old_parse)) or (
+                            or self._changes_employer_or_home(old_content, content, doc, old_parse)) or (
                             similarity >= ALIKE_UPDATE_MIN_SIMILARITY
                             and self._replaces(old_content, content, doc, similarity, old_parse, values_alike=True)):
                         outdated = (memory_id, old_content)
@@ -4043,8 +4052,8 @@ class YourMemory:
         a_fact = speaker(new_content) is None and _one_sentence(new_doc)
         may_announce = a_fact and _announces_change(new_doc) and not _only_ends(new_doc)
         may_restate = a_fact and similarity >= KINDRED_RESTATEMENT_MIN_SIMILARITY
-        may_name_employer = a_fact and (_employer(new_doc) is not None or _residence(new_doc) is not None)
-        if not (may_contradict or may_announce or may_restate or may_name_employer):
+        may_place_someone = a_fact and (_employer(new_doc) is not None or _residence(new_doc) is not None)
+        if not (may_contradict or may_announce or may_restate or may_place_someone):
             return False  # decided without the old text's parse
         old_doc = old_parse()
         may_announce = may_announce and not _only_shared_newness(old_doc, new_doc)
@@ -4055,7 +4064,7 @@ class YourMemory:
         # fact about its first sentence would hide whole
         one_value = _one_sentence(old_doc)
         replaced = ((may_contradict and contradicts(old_doc, new_doc))
-                    or (one_value and may_name_employer
+                    or (one_value and may_place_someone
                         and (states_new_employer(old_doc, new_doc) or states_new_home(old_doc, new_doc)))
                     or (one_value and may_restate and _new_holder_of_thing(old_doc, new_doc))
                     or (one_value and may_restate and restates_a_version(old_doc, new_doc)
@@ -4111,10 +4120,11 @@ class YourMemory:
                 and _done_replacement(new_doc) is not None and _replaces_what_it_holds(old_parse(), new_doc))
 
     @staticmethod
-    def _changes_employer(old_content: str, new_content: str, new_doc, old_parse: Callable) -> bool:
-        """Below UPDATE_MIN_SIMILARITY a new employer of the same person replaces the old one too ("I joined
-        Stripe last month" / "I work at Shopify as a backend developer", cosine 0.45): few words of the two texts
-        meet. Asked of the new text first, so most stores never parse their weaker neighbours."""
+    def _changes_employer_or_home(old_content: str, new_content: str, new_doc, old_parse: Callable) -> bool:
+        """Below UPDATE_MIN_SIMILARITY a new employer or home of the same person replaces the old one too ("I
+        joined Stripe last month" / "I work at Shopify as a backend developer", cosine 0.45; "I moved to Lisbon in
+        the spring" / "I live in Berlin", 0.43): few words of the two texts meet. Asked of the new text first, so
+        most stores never parse their weaker neighbours."""
         if (speaker(new_content) is not None or speaker(old_content) is not None or _hedged(new_doc)
                 or not _one_sentence(new_doc)):
             return False
