@@ -2,7 +2,8 @@
 
 strength = importance * e^(-lambda_eff * days) * (1 + 0.2 * recall_count), capped at 1.0, with
 lambda_eff = base_lambda * (1 - 0.8 * importance) and base_lambda 0.10 strategy, 0.16 fact,
-0.20 assumption, 0.35 failure; days count from the last store, recall or update.
+0.20 assumption, 0.35 failure; days count from the last store, recall or update. A recall counts only when
+spaced: an hour or more after the memory was last stored, recalled or updated.
 """
 import math
 import threading
@@ -66,6 +67,35 @@ def test_recall_counts_once_and_restarts_the_decay_clock(memory, clock, importan
     clock.advance(days=5)
     expected = min(1.0, importance * math.exp(-0.16 * (1 - 0.8 * importance) * 5) * (1 + 0.2 * 1))
     assert memory.get(stored["id"])["strength"] == pytest.approx(expected, abs=EXACT)
+
+
+def test_massed_recalls_restart_the_clock_but_only_a_spaced_one_counts(memory, clock):
+    stored = memory.store("Ada's laptop is a ThinkPad X1 Carbon running Fedora", 0.6, "fact")
+    for _ in range(3):
+        clock.advance(seconds=60)
+        recalled = memory.recall("What laptop does Ada use?", top_k=1)["memories"][0]
+        assert recalled["id"] == stored["id"] and recalled["recall_count"] == 0
+        assert recalled["strength"] == pytest.approx(0.6, abs=EXACT)
+    clock.advance(seconds=yourmemory.SPACED_RECALL_SECONDS - 1)
+    assert memory.recall("What laptop does Ada use?", top_k=1)["memories"][0]["recall_count"] == 0
+    clock.advance(days=2)
+    recalled = memory.recall("What laptop does Ada use?", top_k=1)["memories"][0]
+    assert recalled["recall_count"] == 1 and recalled["strength"] == pytest.approx(0.6 * 1.2, abs=EXACT)
+    assert memory.get(stored["id"])["recall_count"] == 1
+    clock.advance(seconds=60)
+    assert memory.recall("What laptop does Ada use?", top_k=1)["memories"][0]["recall_count"] == 1
+
+
+def test_a_burst_of_recalls_does_not_lift_what_it_touched_above_a_better_answer(memory, clock):
+    # Twenty questions at a task's start touch some memories many times; none of them may outrank, for the next
+    # question, a memory that answers it better (counted, each recall multiplied strength by 1.2, up to 1.0).
+    touched = memory.store("The user's cat is named Biscuit and sleeps on the sofa", 0.6, "fact")
+    answer = memory.store("The user's dog is called Pepper", 0.6, "fact")
+    for _ in range(4):
+        clock.advance(seconds=30)
+        assert memory.recall("Biscuit the cat on the sofa", top_k=1)["memories"][0]["id"] == touched["id"]
+    ranked = memory.recall("What is the user's dog called?", top_k=2)["memories"]
+    assert [m["id"] for m in ranked] == [answer["id"], touched["id"]]
 
 
 def test_faded_memory_ranks_below_fresh_one_even_when_it_matches_slightly_better(memory, clock):
