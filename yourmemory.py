@@ -4272,7 +4272,8 @@ class YourMemory:
         """The ``top_k`` memories most relevant to ``query``, strongest first.
 
         Round 1 fuses vector and BM25 candidates; round 2 walks the graph from the
-        round-1 seeds. Recalled memories are reinforced; their neighbours a little.
+        round-1 seeds. Recalled memories restart their decay clock (and count a recall if it is spaced); their
+        neighbours' clocks move part-way.
         """
         caller = self._caller(user_id, api_key)
         query = _check_text(query, "query", MAX_QUERY_CHARS)
@@ -6179,7 +6180,7 @@ def build_server(memory: YourMemory):
     ) -> RecallResult:
         """Find the memories most relevant to a query (semantic + keyword search, then related memories
         through the memory graph), strongest first; of two values of one fact, the newer comes first.
-        Recalling a memory strengthens it."""
+        Recalling a memory restarts its decay clock, and strengthens it if it was last used an hour or more ago."""
         return call(memory.recall, query, top_k, user_id=user_id, api_key=api_key)
 
     @server.tool(title="Update a memory", annotations=ToolAnnotations(
