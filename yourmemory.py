@@ -75,8 +75,8 @@ VISIBILITIES = ("shared", "private")
 BASE_DECAY_RATE = {"strategy": 0.10, "fact": 0.16, "assumption": 0.20, "failure": 0.35}
 IMPORTANCE_SLOWS_DECAY = 0.8
 RECALL_BONUS = 0.2
-# The spacing effect: a recall strengthens a memory only if it was last stored, recalled or updated at least this
-# long before. Massed recalls in one sitting (an agent asking twenty questions at a task's start) only restart the
+# The spacing effect: a recall strengthens a memory only if its decay clock was last reset or moved (a store, recall,
+# update or restore of it, or a recall of a linked memory) at least this long before. Massed recalls in one sitting (an agent asking twenty questions at a task's start) only restart the
 # decay clock; counted, they lifted whatever they touched above the rest for every later question (LoCoMo turns:
 # evidence recall@5 0.716 with every recall counted, 0.728 with none; BENCHMARKS.md, twenty-sixth session).
 SPACED_RECALL_SECONDS = 3600
@@ -4293,7 +4293,7 @@ class YourMemory:
             self._fill_similarity({c["id"]: c for c in chosen}, vector)  # one reached by the graph has none yet
             if not self.read_only:  # a read-only database is still searchable; it just cannot learn
                 self._reinforce_recalled([c["id"] for c in chosen], caller, now)
-            memories = [self._public(c, now) for c in chosen]
+            memories = [self._public(c, now, reinforced=not self.read_only) for c in chosen]
         return {"memoriesFound": len(memories), "context": render_context(memories), "memories": memories}
 
     def _newer_values_first(self, chosen: list[dict], rest: list[dict], asked_names: set[str],
@@ -4620,7 +4620,7 @@ class YourMemory:
         return strength(row["importance"], row["category"], recalls, row["last_accessed_at"], now)
 
     def _reinforce_recalled(self, ids: list[int], caller: Caller, now: float) -> None:
-        """Recalled: +1 recall if spaced (``SPACED_RECALL_SECONDS``), clock reset. Their visible neighbours: the
+        """Recalled: +1 recall if spaced (``SPACED_RECALL_SECONDS`` since the clock last moved), clock reset. Their visible neighbours: the
         decay clock moves part-way to now."""
         if not ids:
             return
@@ -4638,17 +4638,20 @@ class YourMemory:
             """UPDATE memories SET recall_count = recall_count + (? - last_accessed_at >= ?), last_accessed_at = ?
                WHERE id IN (SELECT value FROM json_each(?))""", (now, SPACED_RECALL_SECONDS, now, chosen))
 
-    def _public(self, candidate: dict, now: float) -> dict:
+    def _public(self, candidate: dict, now: float, *, reinforced: bool) -> dict:
+        """A result as the caller sees it: after this recall's reinforcement, or as stored if there was none."""
         row = candidate["row"]
-        recalls = row["recall_count"] + spaced_recall(row["last_accessed_at"], now)  # this recall, if it counts
+        if reinforced:  # this recall restarted the clock, and counts if it is spaced
+            recalls = row["recall_count"] + spaced_recall(row["last_accessed_at"], now)
+            row = {**row, "recall_count": recalls, "last_accessed_at": now}
         return {
             "id": row["id"], "content": row["content"], "category": row["category"],
             "importance": row["importance"],
-            "strength": round(self._strength({**row, "last_accessed_at": now}, now, recalls), 4),
+            "strength": round(self._strength(row, now), 4),
             "similarity": None if candidate["similarity"] is None else round(candidate["similarity"], 4),
             "bm25": round(candidate["bm25"], 4), "score": round(candidate["score"], 4),
-            "via": candidate["via"], "recall_count": recalls,
-            "created_at": iso(row["created_at"]), "last_accessed_at": iso(now),
+            "via": candidate["via"], "recall_count": row["recall_count"],
+            "created_at": iso(row["created_at"]), "last_accessed_at": iso(row["last_accessed_at"]),
         }
 
     # -- update, forget, get ---------------------------------------------------

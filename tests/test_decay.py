@@ -88,7 +88,7 @@ def test_massed_recalls_restart_the_clock_but_only_a_spaced_one_counts(memory, c
 
 def test_a_burst_of_recalls_does_not_lift_what_it_touched_above_a_better_answer(memory, clock):
     # Twenty questions at a task's start touch some memories many times; none of them may outrank, for the next
-    # question, a memory that answers it better (counted, each recall multiplied strength by 1.2, up to 1.0).
+    # question, a memory that answers it better (counted, each recall added 0.2 × importance to strength, up to 1.0).
     touched = memory.store("The user's cat is named Biscuit and sleeps on the sofa", 0.6, "fact")
     answer = memory.store("The user's dog is called Pepper", 0.6, "fact")
     for _ in range(4):

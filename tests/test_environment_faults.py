@@ -33,6 +33,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -631,7 +632,8 @@ def test_library_read_only_database_still_answers_reads(seeded_db, embedder):
         db = folder / seeded_db.name
         error = None
         try:
-            memory = YourMemory(db, user=USER, embedder=embedder)
+            # Two days on: a recall that could reinforce would count and reset the clock (the checks below).
+            memory = YourMemory(db, user=USER, embedder=embedder, clock=lambda: time.time() + 2 * 86400)
         except Exception as caught:
             error = caught
         assert error is None, f"a read-only database cannot even be opened for reading: {error!r}"
@@ -639,8 +641,13 @@ def test_library_read_only_database_still_answers_reads(seeded_db, embedder):
             assert memory.stats()["memories"]["active"] == ACTIVE
             assert memory.doctor()["ok"], memory.doctor()["problems"]
             assert memory.get(1)["content"] == MEMORIES[0][0]
+            before = memory.get(1)
             found = memory.recall(QUERY)["memories"]
             assert found and found[0]["content"] == MEMORIES[0][0]
+            # Nothing was reinforced, so the reply reports the memory as stored, as get() does.
+            assert (found[0]["recall_count"], found[0]["last_accessed_at"]) == \
+                (before["recall_count"], before["last_accessed_at"])
+            assert found[0]["strength"] == pytest.approx(before["strength"], abs=1e-3)  # a moment's decay
 
 
 def test_cli_write_to_a_read_only_database_fails_with_one_clear_line(seeded_db, embedder):
