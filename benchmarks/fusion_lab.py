@@ -61,7 +61,26 @@ class Conversation(Bm25):
         self.sessions = [int(unit_id[1:].split(":")[0]) for unit_id in self.ids]
         self.texts = [content for _, content in self.units]
         self.asks = np.array([yourmemory.question_share(text) for text in self.texts])
+        self._embedder, self._statement_vectors = embedder, None
         super().__init__(self.texts, conn)
+
+    def statement_vectors(self) -> np.ndarray:
+        """Each turn's vector without its questions: a turn that asks and states ("Sorry about your knee. Any
+        ways to stay active?") embedded as its statements alone; other turns keep their own vector."""
+        if self._statement_vectors is None:
+            parts = [statement_part(text) for text in self.texts]
+            self._statement_vectors = np.stack([self._embedder.embed_one(part) if part else vector
+                                                for part, vector in zip(parts, self.vectors)])
+        return self._statement_vectors
+
+
+def statement_part(text: str) -> str | None:
+    """A turn's speaker and its sentences that do not ask, if it has both kinds; else None."""
+    speaker = yourmemory._SPEAKER.match(text)
+    prefix = speaker.group(0) if speaker else ""
+    sentences = [s.strip() for s in yourmemory._SENTENCE.findall(text[len(prefix):]) if s.strip(" .!?")]
+    kept = [s for s in sentences if not s.endswith("?")]
+    return prefix + " ".join(kept) if kept and len(kept) < len(sentences) else None
 
 
 def hybrid(cosine, bm25, vector_weight=0.6):
@@ -132,12 +151,13 @@ def bm25_parameters(c, b, s, *, rescored, k1, length_weight, **_):
     return smoothed(hybrid(c, rescored(k1, length_weight), 0.6), s, 0.5, 2)
 
 
-def questions_answered(c, b, s, *, asks, discount, answer_share, vectors=None, gate=None, **_):
+def questions_answered(c, b, s, *, asks, discount, answer_share, vectors=None, gate=None, context_cosine=None, **_):
     """A question is not an answer: a turn's own relevance is cut by ``discount`` times the share of it that
     asks, and the next turn of the session takes 0.5 + ``answer_share`` times that share of the question's
     relevance (instead of 0.5) as its context. ``gate``: the share also scaled by the two turns' own cosine
     over ``gate`` (at most 1), so that unrelated memories stored in one burst lend each other nothing."""
     relevance, sessions, n = hybrid(c, b, 0.6), np.asarray(s), len(c)
+    lent = relevance if context_cosine is None else hybrid(context_cosine, b, 0.6)  # what neighbours take
     best = np.zeros(n)
     for offset in (1, 2):
         same = sessions[offset:] == sessions[:-offset]
@@ -146,8 +166,8 @@ def questions_answered(c, b, s, *, asks, discount, answer_share, vectors=None, g
             same = np.where(same, pair, 0.0)
         from_before = 0.5 + (answer_share * asks[:-offset] if offset == 1 else 0.0)
         before, after = np.zeros(n), np.zeros(n)
-        before[offset:] = same * from_before * relevance[:-offset]
-        after[:-offset] = same * 0.5 * relevance[offset:]
+        before[offset:] = same * from_before * lent[:-offset]
+        after[:-offset] = same * 0.5 * lent[offset:]
         best = np.maximum(best, np.maximum(before, after))
     return relevance * (1 - discount * asks) + best
 
@@ -214,6 +234,21 @@ def typical_discounted(c, b, s, *, vectors, asks, penalty, centre="signs", **kw)
     candidates = np.union1d(np.argsort(-c)[:40], np.argsort(-b)[:40])
     return questions_answered(c - penalty * (closeness - closeness[candidates].mean()), b, s, asks=asks,
                               discount=0.5, answer_share=0.4, vectors=vectors, gate=kw.get("gate"))
+
+
+def questions_left_out(c, b, s, *, vectors, asks, conversation, query, whole_for_context, **kw):
+    """``typical 0.2 signs`` with each turn's own cosine taken from its vector without its questions
+    (``Conversation.statement_vectors``); what it lends its neighbours from that vector too (one vector a
+    memory), or, ``whole_for_context``, from the whole turn's (two vectors a memory)."""
+    statements = conversation.statement_vectors()
+    own = statements @ query
+    centre_from = vectors if whole_for_context else statements
+    direction = np.sign(centre_from).sum(axis=0)
+    closeness = centre_from @ (direction / np.linalg.norm(direction))
+    candidates = np.union1d(np.argsort(-c)[:40], np.argsort(-b)[:40])
+    typical = 0.2 * (closeness - closeness[candidates].mean())
+    return questions_answered(own - typical, b, s, asks=asks, discount=0.5, answer_share=0.4,
+                              context_cosine=(c - typical) if whole_for_context else None)
 
 
 def diverse_by_meaning(c, b, s, *, vectors, asks, penalty, **kw):
@@ -334,6 +369,12 @@ for count, weight in [(5, 0.2), (10, 0.2), (20, 0.1)]:
         expanded_query, count=count, weight=weight)
     VARIANTS[f"typical 0.2 + expansion {count} terms {weight:g} without idf"] = functools.partial(
         expanded_query, count=count, weight=weight, by_idf=False)
+
+
+VARIANTS["typical 0.2 + questions left out of the vector"] = functools.partial(questions_left_out,
+                                                                          whole_for_context=False)
+VARIANTS["typical 0.2 + questions left out of the vector (the whole turn lent)"] = functools.partial(
+    questions_left_out, whole_for_context=True)
 
 
 def evaluate(samples, embedder, variants) -> dict[str, dict[int, float]]:
