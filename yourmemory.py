@@ -3177,9 +3177,12 @@ def _marks(token) -> set[str]:
 
 
 def value_words(doc) -> set[str]:
-    """Words that can be a fact's value: names, numbers and nouns that are objects or attributes."""
+    """Words that can be a fact's value: names, numbers, and nouns and adjectives that are objects or attributes
+    or modify them, also as what a verb makes of its object ("renamed to *main*", the small model's ``oprd``) and
+    as a number ("a *half* marathon", ``nummod``)."""
     return {t.lower_ for t in doc if t.pos_ in ("PROPN", "NUM")
-            or (t.pos_ in ("NOUN", "ADJ") and t.dep_ in ("pobj", "dobj", "attr", "acomp", "compound", "amod", "appos"))
+            or (t.pos_ in ("NOUN", "ADJ") and t.dep_ in ("pobj", "dobj", "attr", "acomp", "compound", "amod", "appos",
+                                                         "oprd", "nummod"))
             } - FIRST_PERSON.keys()
 
 

@@ -162,6 +162,7 @@ def test_a_reversal_with_no_new_word_is_not_taken_for_a_duplicate(memory, old, n
     ("The user prefers tabs for indentation", "The user prefers spaces for indentation"),
     ("The project database is Postgres 15", "The project database is Postgres 16"),
     ("Our team lives in Berlin", "Our team lives in Lisbon"),
+    ("Ines is preparing for a half Ironman", "Ines is preparing for a full Ironman"),  # a value said as a number
 ])
 def test_a_changed_value_supersedes_the_old_memory(memory, old, new):
     first = memory.store(old)
@@ -201,6 +202,7 @@ def test_a_changed_value_supersedes_the_old_memory(memory, old, new):
     ("Arjun is a software engineer at Atlassian.", "Arjun started at Skyline Robotics."),
     ("Northwind is one of our customers.", "Northwind is no longer a customer; we signed Fabrikam in its place."),
     ("The mobile app ships a release every two weeks.", "We're moving the mobile app to a monthly release train."),
+    ("The release branch is called stable", "The release branch was renamed to production"),  # what it was made
 ])
 def test_an_announced_change_in_other_words_supersedes(memory, old, new):
     assert_replaces(memory, old, new)
@@ -380,6 +382,8 @@ def test_a_paragraph_stays_when_a_fact_changes_its_first_sentence(memory, old, n
     ("Dana is based in Austin.", "Dana is visiting Denver this week."),
     ("Marcus lives in Leeds.", "Marcus lives near Roundhay Park."),
     ("Maya owns the billing module.", "Dev reviews the billing module."),  # reviewing is not owning
+    # two things renamed: each name is a value, of another subject
+    ("The staging branch was renamed to preview.", "The docs branch was renamed to site."),
 ])
 def test_another_fact_like_an_older_one_does_not_replace_it(memory, old, new):
     """Pairs a user met in realistic use (2026-12-01), each of which superseded the older memory and so hid
