@@ -264,6 +264,7 @@ def test_another_date_of_the_same_thing_supersedes(memory, old, new):
     ("The reporting portal was upgraded to Django 4.2.", "Django 5.1 powers the reporting portal."),
     ("The web frontend builds with Node 18.", "The frontend build image uses Node 22."),  # "web" said once
     ("The app supports iOS 15 and later.", "The app's minimum supported version is iOS 17."),  # two floors
+    ("The Hermes gateway is built on Express 4.", "Hermes now runs Express 5."),  # a name opening a sentence
 ])
 def test_another_version_of_the_same_name_supersedes(memory, old, new):
     """The same named thing with another version, said in other words, no change announced."""
@@ -297,6 +298,7 @@ def test_a_paragraph_stays_when_a_fact_changes_its_first_sentence(memory, old, n
     ("Deploys to staging are automatic.", "Deploys to production are automatic."),
     ("The API's p95 latency is 120 ms.", "The API's p99 latency is 120 ms."),
     ("The iOS app is written in Swift.", "The Android app is written in Swift."),
+    ("The Nimbus app runs on Node 18.", "The Nimbus jobs run on Node 22."),  # two things of one project
     # a narrower case of the fact, not a new value of it
     ("The API rate limit is 100 requests per minute.", "The API rate limit for admin users is 1000 requests per minute."),
     ("The upload size limit is 10 MB.", "The upload size limit for images is 5 MB."),
