@@ -12,12 +12,13 @@
     python benchmarks/stale.py --cases benchmarks/stale_cases_holdout9.json --out stale_holdout9.json
     python benchmarks/stale.py --cases benchmarks/stale_cases_holdout10.json --out stale_holdout10.json
     python benchmarks/stale.py --cases benchmarks/stale_cases_holdout11.json --out stale_holdout11.json
+    python benchmarks/stale.py --cases benchmarks/stale_cases_holdout12.json --out stale_holdout12.json
     python benchmarks/stale.py --limit 2       # the first 2 databases only, for a quick look
 
 Cases: benchmarks/stale_cases.json, hand-written; benchmarks/stale_cases_holdout.json,
 stale_cases_holdout2.json, stale_cases_holdout3.json, stale_cases_holdout4.json,
 stale_cases_holdout5.json, stale_cases_holdout6.json, stale_cases_holdout7.json,
-stale_cases_holdout8.json to stale_cases_holdout11.json, 100 more chains each, written later by someone who had not seen the
+stale_cases_holdout8.json to stale_cases_holdout12.json, 100 more chains each, written later by someone who had not seen the
 detection rules or the other files (each once the one before had been read or run often during
 tuning: run the newest, do not read its records). A chain states one fact 2-4 times (a preference,
 a version, where someone lives, an employer, a tool, a project decision...); the last value is
