@@ -3177,12 +3177,9 @@ def _marks(token) -> set[str]:
 
 
 def value_words(doc) -> set[str]:
-    """Words that can be a fact's value: names, numbers, and nouns and adjectives that are objects or attributes
-    or modify them, also as what a verb makes of its object ("renamed to *main*", the small model's ``oprd``) and
-    as a number ("a *half* marathon", ``nummod``)."""
+    """Words that can be a fact's value: names, numbers and nouns that are objects or attributes."""
     return {t.lower_ for t in doc if t.pos_ in ("PROPN", "NUM")
-            or (t.pos_ in ("NOUN", "ADJ") and t.dep_ in ("pobj", "dobj", "attr", "acomp", "compound", "amod", "appos",
-                                                         "oprd", "nummod"))
+            or (t.pos_ in ("NOUN", "ADJ") and t.dep_ in ("pobj", "dobj", "attr", "acomp", "compound", "amod", "appos"))
             } - FIRST_PERSON.keys()
 
 
@@ -3292,14 +3289,7 @@ def restates_a_version(old_doc, new_doc) -> bool:
 def _at_most_one_says_more(old_words: set[str], new_words: set[str]) -> bool:
     """Of two texts' words about a value's subject, at most one side has words the other lacks: "The web frontend"
     / "The frontend build image" may be one thing; "The staging cluster" / "The production cluster" are two."""
-    old_words, new_words = _without_plural_s(old_words), _without_plural_s(new_words)
     return not (old_words - new_words and new_words - old_words)
-
-
-def _without_plural_s(words: set[str]) -> set[str]:
-    """Words compared with or without a final "s": the small model takes a name opening a sentence for a plural
-    noun and lemmatises it ("Helios now runs React 18": "helio"), where "the Helios dashboard" keeps "helios"."""
-    return {word[:-1] if len(word) > 3 and word.endswith("s") else word for word in words}
 
 
 def restates_an_amount(old_doc, new_doc) -> bool:
