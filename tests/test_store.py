@@ -389,8 +389,9 @@ def test_a_paragraph_stays_when_a_fact_changes_its_first_sentence(memory, old, n
     ("Lucas's laptop runs macOS 14.", "Luca's laptop runs macOS 15."),
 ])
 def test_another_fact_like_an_older_one_does_not_replace_it(memory, old, new):
-    """Pairs a user met in realistic use (2026-12-01), each of which superseded the older memory and so hid
-    it from recall for good: information lost. Both must stay active."""
+    """Pairs a user met in realistic use (2026-12-01), or a review found (2026-12-05), each of which superseded the
+    older memory under some version of the store rules and so hid it from recall for good: information lost. Both
+    must stay active."""
     first = memory.store(old)
     second = memory.store(new)
     assert second["action"] == "store", second
