@@ -225,6 +225,7 @@ EMPLOYMENT_VERBS = {"work", "intern", "contract", "consult", "freelance", "emplo
 EMPLOYER_PREPOSITIONS = {"at", "for", "with"}
 # Where someone lives: "lives in", "is based in", "settled in", "relocated to"; and the home one has there.
 RESIDING_VERBS = {"live", "reside", "base", "settle", "relocate", "move"}
+MOVING_VERBS = {"move"}  # ... of which these say only where one went (``_only_moved``)
 HOME_NOUNS = {"home", "flat", "apartment", "house", "residence"}
 # Verbs by which one leaves an employer: "left Deloitte", "quit her job", "was laid off".
 LEAVING_VERBS = {"leave", "quit", "resign", "retire", "lay", "fire"}
@@ -2242,7 +2243,21 @@ def states_new_home(old_doc, new_doc) -> bool:
     old, new = _residence(old_doc), _residence(new_doc)
     return (old is not None and new is not None and _is_named(new[1]) and not _tells_an_origin(new_doc)
             and not _tells_an_origin(old_doc) and _same_person(old[0], new[0])
-            and new[1].lower_ not in {t.lower_ for t in old_doc})
+            and new[1].lower_ not in {t.lower_ for t in old_doc}
+            and not _only_moved(old_doc) and (not _only_moved(new_doc) or _moved_from(new_doc, old[1])))
+
+
+def _only_moved(doc) -> bool:
+    """Is the text's home read off a move ("moved to Denver")? One moves to a city, a company ("Priya moved to Google"), a
+    team or a tool, and the small model does not tell a city's name from a company's, so such a move says no home
+    unless it names the home it left ("Sam moved from Austin to Denver")."""
+    return _verb_lemma(next(iter(doc.sents)).root) in MOVING_VERBS
+
+
+def _moved_from(doc, place) -> bool:
+    """Does the text say it moved from ``place``, the old home ("Sam moved from Austin to Denver")?"""
+    place_words = {t.lower_ for t in place.subtree}
+    return any(word.lower_ in place_words for word in _from_objects(next(iter(doc.sents)).root))
 
 
 @of_one_parse
@@ -4086,7 +4101,7 @@ class YourMemory:
                         and _value_kinds_meet(old_doc, new_doc)
                         and _mentions_replaced(old_doc, new_doc) and not _already_held(old_doc, new_doc))
                     or (may_restate and restates_value(old_doc, new_doc) and not _other_relations(old_doc, new_doc)
-                        and not _narrower_case(old_doc, new_doc)
+                        and not _narrower_case(old_doc, new_doc) and _says_a_bound(old_doc) == _says_a_bound(new_doc)
                         and not (_past_event(old_doc) and _past_event(new_doc))
                         and ((similarity >= RESTATEMENT_MIN_SIMILARITY
                               and not _a_persons_other_relation(old_doc, new_doc)

@@ -225,7 +225,7 @@ def test_a_new_employer_of_the_same_person_supersedes(memory, old, new):
     ("Rosa lives in Leeds.", "Rosa's flat is in Bristol."),
     ("Hugo lives in Gothenburg.", "Hugo has relocated to Oslo."),
     ("Tom, the user's brother, lives in Toronto.", "The user's brother Tom is living in Vancouver."),
-    ("I live in Berlin.", "I moved to Lisbon in the spring."),  # cosine 0.43
+    ("I live in Berlin.", "I moved from Berlin to Lisbon in the spring."),  # a move that names the home it left
     ("Kwame settled in Kigali.", "Kwame's home base is Lagos."),
 ])
 def test_a_new_home_of_the_same_person_supersedes(memory, old, new):
@@ -872,6 +872,33 @@ def test_an_announced_change_of_another_kind_of_value_or_person_supersedes_nothi
     first = memory.store(old)
     second = memory.store(new)
     assert second["action"] == "store", second
+    assert memory.get(first["id"])["status"] == "active"
+
+
+@pytest.mark.parametrize("old, new", [
+    ("Priya lives in Bangalore.", "Priya moved to Google."),
+    ("Priya lives in Bangalore.", "Priya moved to Google last month."),
+    ("Priya lives in Bangalore.", "Priya moved from Infosys to Google."),  # what she left is no home either
+    ("Amara moved to Leeds.", "Amara lives in York."),  # Leeds might have been a company too
+])
+def test_a_move_to_a_name_replaces_no_home(memory, old, new):
+    """One moves to a city, a company, a team or a tool, and the small model does not tell a city's name from a
+    company's: "moved to" a name replaces a home only when it names the home it left. Recall still ranks the
+    newer text first for "Where does Priya live?" if it answers that; the older one stays, beneath it."""
+    first = memory.store(old)
+    assert memory.store(new)["action"] == "store"
+    assert memory.get(first["id"])["status"] == "active"
+
+
+@pytest.mark.parametrize("old, new", [
+    ("The API is on Node 20.", "The API requires Node 18 or later."),
+    ("The API runs on Node 20.", "The API requires Node 18 or later."),
+])
+def test_a_bound_does_not_restate_a_value(memory, old, new):
+    """What a thing needs at least is another fact than what it runs (the version and amount rules already
+    said so; the restatement rule did not)."""
+    first = memory.store(old)
+    assert memory.store(new)["action"] == "store"
     assert memory.get(first["id"])["status"] == "active"
 
 
