@@ -207,6 +207,9 @@ WHILE_PREPOSITIONS = {"for", "during", "until", "till", "after", "before", "sinc
 # A guess or a possibility states no new value: "I think the cluster might get upgraded to 1.29 soon".
 HEDGING_MODALS = {"might", "may", "could"}  # not "should" / "would": "We decided the API should use GraphQL"
 HEDGING_VERBS = {"think", "guess", "believe", "suppose", "assume", "expect", "suspect", "doubt", "wonder", "hope"}
+# A wish or a plan is no value yet: "We want to upgrade the app to React 18", "Kenji hopes to become a manager", "The
+# user is considering going vegan" (the verb governs what would change, as its open complement).
+INTENDING_VERBS = {"want", "hope", "plan", "intend", "consider", "wish", "aim"}
 # People one speaks of as "my ..." / "our ...": their facts are theirs, not the speaker's ("I quit the piano" leaves
 # "My son plays the piano").
 PEOPLE_NOUNS = {"son", "daughter", "husband", "wife", "partner", "sister", "brother", "mother", "mom", "mum", "father",
@@ -2564,6 +2567,14 @@ def _said_in_the_past(doc) -> bool:
     return root is not None and root.tag_ == "VBD" and root.lemma_.lower() != root.lower_
 
 
+def _denies(doc) -> bool:
+    """Is the main verb negated ("Sam doesn't live in Dallas anymore", "no longer", "never")? A denial gives no
+    new value, so it replaces only a text whose values it names ("Sam no longer lives in Austin")."""
+    sentence = next(iter(doc.sents), None)
+    return sentence is not None and (any(c.dep_ == "neg" or c.lower_ == "never" for c in sentence.root.children)
+                                     or _no_longer(sentence.root))
+
+
 def _root_prepositions(doc, *, always: bool = False) -> set[str]:
     """The prepositions of the main verb; none for a change verb ("was upgraded to 3.11" is "is on 3.11")
     unless ``always``."""
@@ -2646,11 +2657,14 @@ def _adds_one_more(doc) -> bool:
 @of_one_parse
 def _hedged(doc) -> bool:
     """"I think the staging cluster might get upgraded to 1.29 soon": a guess or a possibility, no new value. A
-    main verb of thinking ("I think ..."), or might / may / could anywhere."""
+    main verb of thinking ("I think ..."), of wishing or planning what would change ("We want to upgrade ..."), or
+    might / may / could anywhere."""
     sentence = next(iter(doc.sents), None)
     thinks = (sentence is not None and _verb_lemma(sentence.root) in HEDGING_VERBS
               and any(c.dep_ == "ccomp" for c in sentence.root.children))
-    return thinks or any(t.lower_ in HEDGING_MODALS and t.dep_ == "aux" for t in doc)
+    intends = (sentence is not None and _verb_lemma(sentence.root) in INTENDING_VERBS
+               and any(c.dep_ == "xcomp" for c in sentence.root.children))
+    return thinks or intends or any(t.lower_ in HEDGING_MODALS and t.dep_ == "aux" for t in doc)
 
 
 def _says_as_well(doc) -> bool:
@@ -4081,6 +4095,8 @@ class YourMemory:
         if not (may_contradict or may_announce or may_restate or may_place_someone):
             return False  # decided without the old text's parse
         old_doc = old_parse()
+        if _denies(new_doc) and changed_values(old_doc, new_doc):
+            return False
         may_announce = may_announce and not _only_shared_newness(old_doc, new_doc)
         alike = functools.cache(lambda: self._values_alike(old_doc, new_doc))  # one model call a pair at most
         announced = (may_announce and announces_update(old_doc, new_doc)
@@ -4156,6 +4172,8 @@ class YourMemory:
         joined = _joined_employer(new_doc) is not None and _announces_change(new_doc)
         if not (joined or _employer(new_doc) is not None or _residence(new_doc) is not None):
             return False
+        if _denies(new_doc):
+            return False  # "Sam doesn't live in Dallas anymore" says no home ("no longer works at" ends one elsewhere)
         old_doc = old_parse()
         if not _one_sentence(old_doc):
             return False  # a paragraph is a record (see ``_replaces``)

@@ -891,6 +891,19 @@ def test_a_move_to_a_name_replaces_no_home(memory, old, new):
 
 
 @pytest.mark.parametrize("old, new", [
+    ("Sam lives in Austin.", "Sam doesn't live in Dallas anymore."),  # a denial of another value
+    ("Sam lives in Austin.", "Sam no longer lives in Dallas."),
+    ("The user is vegetarian.", "The user is considering going vegan."),  # a wish or a plan, no value yet
+    ("The app uses React 17.", "We want to upgrade the app to React 18 next quarter."),
+])
+def test_a_denial_or_a_plan_replaces_no_value(memory, old, new):
+    """Found by a helper's blind probe of 154 pairs: each of these hid a true fact."""
+    first = memory.store(old)
+    assert memory.store(new)["action"] == "store"
+    assert memory.get(first["id"])["status"] == "active"
+
+
+@pytest.mark.parametrize("old, new", [
     ("The API is on Node 20.", "The API requires Node 18 or later."),
     ("The API runs on Node 20.", "The API requires Node 18 or later."),
 ])
