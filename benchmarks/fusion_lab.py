@@ -297,6 +297,34 @@ def expanded_query(c, b, s, *, vectors, asks, conversation, terms, count, weight
     return typical_discounted(c, b + weight * conversation.bm25(extra), s, vectors=vectors, asks=asks, penalty=0.2)
 
 
+def token_states(model, texts: list[str]) -> list[np.ndarray]:
+    """Each text's token states from the product's ONNX model (the hidden states it mean-pools into the
+    vector), unit rows, without <s>, </s> and tokens that hold no letter or digit."""
+    states = []
+    for text in texts:
+        encoding = model._tokenizer.encode(text)
+        hidden = model._session.run(None, {"input_ids": np.array([encoding.ids], dtype=np.int64),
+                                           "attention_mask": np.array([encoding.attention_mask], dtype=np.int64)})[0][0]
+        keep = [i for i, token in enumerate(encoding.tokens) if 0 < i < len(encoding.tokens) - 1
+                and any(ch.isalnum() for ch in token)] or list(range(len(encoding.tokens)))
+        rows = hidden[keep]
+        states.append(rows / np.linalg.norm(rows, axis=1, keepdims=True))
+    return states
+
+
+def late_interaction(c, b, s, *, vectors, asks, conversation, question, weight, z_scored=False, **kw):
+    """``typical 0.2 signs`` plus ``weight`` times MaxSim (ColBERT-style: each question token's best cosine to a
+    turn's tokens, averaged), from the model's own token states; z-scored over the conversation if asked."""
+    model = conversation._embedder.model
+    if getattr(conversation, "_token_states", None) is None:
+        conversation._token_states = token_states(model, conversation.texts)
+    query = token_states(model, [question])[0]
+    maxsim = np.array([(query @ turn.T).max(axis=1).mean() for turn in conversation._token_states])
+    if z_scored:
+        maxsim = (maxsim - maxsim.mean()) / (maxsim.std() + 1e-9)
+    return typical_discounted(c, b, s, vectors=vectors, asks=asks, penalty=0.2) + weight * maxsim
+
+
 _STOP_TERMS = set(yourmemory.fts_terms(yourmemory.connect(":memory:"), " ".join(sorted(yourmemory.STOPWORDS))))
 
 
@@ -375,6 +403,11 @@ VARIANTS["typical 0.2 + questions left out of the vector"] = functools.partial(q
                                                                           whole_for_context=False)
 VARIANTS["typical 0.2 + questions left out of the vector (the whole turn lent)"] = functools.partial(
     questions_left_out, whole_for_context=True)
+
+for weight in (0.5, 1.0):
+    VARIANTS[f"typical 0.2 + late interaction {weight:g}"] = functools.partial(late_interaction, weight=weight)
+VARIANTS["typical 0.2 + late interaction z-scored 0.1"] = functools.partial(late_interaction, weight=0.1,
+                                                                              z_scored=True)
 
 
 def evaluate(samples, embedder, variants) -> dict[str, dict[int, float]]:
