@@ -26,6 +26,14 @@ def assert_replaces(memory, old: str, new: str) -> None:
     assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
 
 
+def assert_keeps(memory, old: str, new: str) -> None:
+    """Store ``old``, then ``new``: both stay, the old one active."""
+    first = memory.store(old)
+    second = memory.store(new)
+    assert second["action"] == "store", second
+    assert memory.get(first["id"])["status"] == "active"
+
+
 def test_a_new_memory_is_stored_with_its_vector_and_index_entry(memory):
     result = memory.store("The staging cluster runs Kubernetes 1.29", importance=0.8, category="fact")
     assert result["action"] == "store" and result["category"] == "fact" and not result["categoryInferred"]
@@ -281,9 +289,7 @@ def test_another_version_of_the_same_name_supersedes(memory, old, new):
 def test_a_paragraph_stays_when_a_fact_changes_its_first_sentence(memory, old, new):
     """A paragraph is a record: the value rules read one sentence, and superseding the whole paragraph for a new
     value of its first sentence would hide the rest of it."""
-    first = memory.store(old)
-    assert memory.store(new)["action"] == "store"
-    assert memory.get(first["id"])["status"] == "active"
+    assert_keeps(memory, old, new)
 
 
 @pytest.mark.parametrize("old, new", [
@@ -493,9 +499,7 @@ def test_a_change_that_names_what_it_replaced_supersedes_the_memory_holding_it(m
      "are reviewed on Mondays.", "We replaced Datadog with Grafana and Prometheus."),
 ])
 def test_a_named_replacement_leaves_a_routine_a_fact_about_the_thing_and_a_quote_alone(memory, old, new):
-    first = memory.store(old)
-    assert memory.store(new)["action"] == "store"
-    assert memory.get(first["id"])["status"] == "active"
+    assert_keeps(memory, old, new)
 
 
 @pytest.mark.parametrize("old, new", [
@@ -543,9 +547,7 @@ def test_an_ending_said_of_the_value_the_old_memory_holds_supersedes_it(memory, 
     ("The mobile team uses Jira.", "We removed Jira from the web team."),
 ])
 def test_an_ending_of_something_else_leaves_the_old_memory_alone(memory, old, new):
-    first = memory.store(old)
-    assert memory.store(new)["action"] == "store"
-    assert memory.get(first["id"])["status"] == "active"
+    assert_keeps(memory, old, new)
 
 
 @pytest.mark.parametrize("text", ["We dropped Slack.", "Tom no longer works at Google.", "Emma left the Sierra Club."])
@@ -885,9 +887,7 @@ def test_a_move_to_a_name_replaces_no_home(memory, old, new):
     """One moves to a city, a company, a team or a tool, and the small model does not tell a city's name from a
     company's: "moved to" a name replaces a home only when it names the home it left. Recall still ranks the
     newer text first for "Where does Priya live?" if it answers that; the older one stays, beneath it."""
-    first = memory.store(old)
-    assert memory.store(new)["action"] == "store"
-    assert memory.get(first["id"])["status"] == "active"
+    assert_keeps(memory, old, new)
 
 
 @pytest.mark.parametrize("old, new", [
@@ -898,9 +898,7 @@ def test_a_move_to_a_name_replaces_no_home(memory, old, new):
 ])
 def test_a_denial_or_a_plan_replaces_no_value(memory, old, new):
     """Found by a helper's blind probe of 154 pairs: each of these hid a true fact."""
-    first = memory.store(old)
-    assert memory.store(new)["action"] == "store"
-    assert memory.get(first["id"])["status"] == "active"
+    assert_keeps(memory, old, new)
 
 
 @pytest.mark.parametrize("old, new", [
@@ -910,9 +908,7 @@ def test_a_denial_or_a_plan_replaces_no_value(memory, old, new):
 def test_a_bound_does_not_restate_a_value(memory, old, new):
     """What a thing needs at least is another fact than what it runs (the version and amount rules already
     said so; the restatement rule did not)."""
-    first = memory.store(old)
-    assert memory.store(new)["action"] == "store"
-    assert memory.get(first["id"])["status"] == "active"
+    assert_keeps(memory, old, new)
 
 
 @pytest.mark.parametrize("old, new", [
