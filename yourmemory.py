@@ -2251,9 +2251,9 @@ def states_new_home(old_doc, new_doc) -> bool:
 
 
 def _only_moved(doc) -> bool:
-    """Is the text's home read off a move ("moved to Denver")? One moves to a city, a company ("Priya moved to Google"), a
-    team or a tool, and the small model does not tell a city's name from a company's, so such a move says no home
-    unless it names the home it left ("Sam moved from Austin to Denver")."""
+    """Is the text's home read off a move ("moved to Denver")? One moves to a city, a company ("Priya moved to
+    Google"), a team or a tool, and the small model does not tell a city's name from a company's, so such a move
+    says no home unless it names the home it left ("Sam moved from Austin to Denver")."""
     return _verb_lemma(next(iter(doc.sents)).root) in MOVING_VERBS
 
 
@@ -2662,7 +2662,7 @@ def _hedged(doc) -> bool:
     sentence = next(iter(doc.sents), None)
     thinks = (sentence is not None and _verb_lemma(sentence.root) in HEDGING_VERBS
               and any(c.dep_ == "ccomp" for c in sentence.root.children))
-    intends = (sentence is not None and _verb_lemma(sentence.root) in INTENDING_VERBS
+    intends = (sentence is not None and bool(INTENDING_VERBS & _verb_forms(sentence.root))  # "hopes": lemma "hop"
                and any(c.dep_ == "xcomp" for c in sentence.root.children))
     return thinks or intends or any(t.lower_ in HEDGING_MODALS and t.dep_ == "aux" for t in doc)
 

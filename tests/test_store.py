@@ -895,6 +895,7 @@ def test_a_move_to_a_name_replaces_no_home(memory, old, new):
     ("Sam lives in Austin.", "Sam no longer lives in Dallas."),
     ("The user is vegetarian.", "The user is considering going vegan."),  # a wish or a plan, no value yet
     ("The app uses React 17.", "We want to upgrade the app to React 18 next quarter."),
+    ("Kenji is a backend engineer.", "Kenji hopes to become an engineering manager."),  # "hopes": lemma "hop"
 ])
 def test_a_denial_or_a_plan_replaces_no_value(memory, old, new):
     """Found by a helper's blind probe of 154 pairs: each of these hid a true fact."""
