@@ -116,6 +116,15 @@ ANSWER_SHARE = 0.4
 # is close to every question, so its cosine tells little. Recall takes TYPICAL_PENALTY times its
 # cosine to that centre, above the candidates' average, off its cosine (LoCoMo turns, fusion_lab).
 TYPICAL_PENALTY = 0.2
+# Late interaction: a memory's vector is the mean of its tokens' states, so one telling word in a long memory
+# weighs little. The best LATE_CANDIDATES candidates are also compared token by token with the query (each
+# query token's best match among the memory's tokens, averaged: MaxSim, on one-bit sketches of the states), and
+# gain LATE_WEIGHT times how many standard deviations above their average that lands (LoCoMo turns, fusion_lab).
+# A deviation counts as at least LATE_MIN_SPREAD (about its size among 100 conversation turns), so that among a
+# handful of candidates a small difference stays small.
+LATE_WEIGHT = 0.1
+LATE_CANDIDATES = 100
+LATE_MIN_SPREAD = 0.05
 
 # Vector search: candidates by the Hamming distance of one-bit sketches, then exact cosine.
 # Candidates rescored: 10 per neighbour asked for, at least 200 per scope (a scope this small is
@@ -747,6 +756,14 @@ MIGRATIONS: list[str] = [
     WHERE follows IS NULL AND source = 'observation'
       AND id IN (SELECT o.memory_id FROM observations AS o JOIN lessons AS l ON l.entity_id = o.entity_id);
     """,
+    # 10: a memory's token sketches (``token_sketches``), for late interaction at recall. None for memories
+    # stored before this version, or through an embedder that gives none: they stand at the average.
+    """
+    CREATE TABLE memory_tokens (
+        memory_id INTEGER PRIMARY KEY REFERENCES memories(id) ON DELETE CASCADE,
+        sketches  BLOB NOT NULL
+    );
+    """,
 ]
 # The id of the next memory: one above any id ever used, so a forgotten memory's id never returns.
 NEXT_MEMORY_ID = "(SELECT value + 1 FROM id_high_water WHERE name = 'memories')"
@@ -1324,7 +1341,18 @@ class Embedder:
     def embed_one(self, text: str):
         return self.embed([text])[0]
 
+    def embed_with_tokens(self, text: str):
+        """``embed_one``'s vector and the text's token sketches (``token_sketches``), from the same model run."""
+        self.load()
+        import numpy as np
+        vectors, hidden, encodings = self._run([text])
+        return vectors[0].astype(np.float32), token_sketches(hidden[0], encodings[0].tokens)
+
     def _embed_batch(self, texts: list[str]):
+        return self._run(texts)[0]
+
+    def _run(self, texts: list[str]):
+        """Mean-pooled unit vectors, and the token states and encodings they were pooled from."""
         import numpy as np
         encodings = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
@@ -1332,7 +1360,16 @@ class Embedder:
         hidden = self._session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
         summed = (hidden * mask[..., None]).sum(axis=1)
         pooled = summed / np.clip(mask.sum(axis=1, keepdims=True), 1e-9, None)
-        return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+        return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None), hidden, encodings
+
+
+def token_sketches(hidden, tokens: Sequence[str]) -> bytes:
+    """One sketch (``sketch``: the signs, 96 bytes) per token of a text that holds a letter or a digit, from its
+    token states: what late interaction (``late_interaction``) compares. Not <s>, </s> or padding."""
+    import numpy as np
+    kept = [i for i, token in enumerate(tokens)
+            if token not in ("<s>", "</s>", "<pad>") and any(ch.isalnum() for ch in token)]
+    return np.packbits(hidden[kept] > 0, axis=1).tobytes() if kept else b""
 
 
 # ============================================================================
@@ -3767,6 +3804,31 @@ def sketch(vector):
     return np.packbits(values > 0).view(np.uint64)
 
 
+def late_interaction(query_sketches: bytes, memory_sketches: dict[int, bytes]) -> dict[int, float]:
+    """MaxSim of each memory's token sketches (``token_sketches``) against the query's: every query token's best
+    similarity among the memory's tokens (1 - 2 x Hamming distance / 768, which tracks their cosine), averaged
+    over the query tokens. A memory without sketches, or with damaged ones, is left out."""
+    import numpy as np
+    size = 8 * SKETCH_WORDS
+    query = np.frombuffer(query_sketches, dtype=np.uint64).reshape(-1, SKETCH_WORDS) if (
+        query_sketches and len(query_sketches) % size == 0) else None
+    ids = [memory_id for memory_id, blob in memory_sketches.items() if blob and len(blob) % size == 0]
+    if query is None or not ids:
+        return {}
+    tokens = np.frombuffer(b"".join(memory_sketches[m] for m in ids), dtype=np.uint64).reshape(-1, SKETCH_WORDS)
+    distances = np.empty((len(query), len(tokens)), dtype=np.int32)
+    for start in range(0, len(tokens), LATE_TOKEN_CHUNK):  # query tokens x a chunk x 12 words at a time
+        chunk = tokens[start:start + LATE_TOKEN_CHUNK]
+        distances[:, start:start + len(chunk)] = np.bitwise_count(query[:, None, :] ^ chunk[None, :, :]).sum(
+            axis=2, dtype=np.int32)
+    starts = np.cumsum([0] + [len(memory_sketches[m]) // size for m in ids[:-1]])
+    nearest = np.minimum.reduceat(distances, starts, axis=1)  # per query token and memory: its best match
+    return dict(zip(ids, (1 - 2 * nearest / EMBEDDING_DIM).mean(axis=0).tolist()))
+
+
+LATE_TOKEN_CHUNK = 2048
+
+
 def decay_rate(category: str, importance: float) -> float:
     return BASE_DECAY_RATE[category] * (1 - IMPORTANCE_SLOWS_DECAY * importance)
 
@@ -3969,7 +4031,8 @@ class YourMemory:
 
     ``user`` is the default namespace; every method also takes ``user_id`` to act
     for another. ``clock`` returns Unix seconds (tests inject their own), and
-    ``embedder`` anything with ``embed(texts)`` and ``embed_one(text)``.
+    ``embedder`` anything with ``embed(texts)`` and ``embed_one(text)``; with ``embed_with_tokens(text)`` too
+    (``Embedder``'s), recall also compares tokens (late interaction).
     """
 
     def __init__(self, path: str | Path | None = None, *, user: str | None = None,
@@ -4020,10 +4083,10 @@ class YourMemory:
         importance = _check_importance(importance)
         category, inferred = _check_category(category, content)
         _check_not_a_question(content, "content")
-        vector = self.embedder.embed_one(content)
+        vector, sketches = self._embed(content)
         doc = parse(content)
         new = {"content": content, "importance": importance, "category": category, "visibility": visibility,
-               "predicate": main_predicate(doc), "parse": parse_record(doc)}
+               "predicate": main_predicate(doc), "parse": parse_record(doc), "sketches": sketches}
         with self._lock, transaction(self.db):
             now = self.clock()
             # Only memories of the same visibility and owner, which the caller may read, are compared:
@@ -4230,9 +4293,22 @@ class YourMemory:
              "follows": self._previous_store(caller, new["visibility"], now)}).lastrowid
         self.db.execute("INSERT INTO memory_vectors (memory_id, embedding, scope, active) VALUES (?, ?, ?, 1)",
                         (memory_id, vector_blob(vector), caller.scope(new["visibility"])))
+        self._keep_sketches(memory_id, new.get("sketches"))
         self._link(memory_id, vector, caller, new["visibility"], new["predicate"], neighbours)
         self._audit(caller, "store", memory_id, now)
         return memory_id
+
+    def _embed(self, text: str):
+        """The text's vector, and its token sketches if the embedder gives them (``Embedder.embed_with_tokens``;
+        a library user's embedder may have only ``embed_one``: then None, and late interaction passes it by)."""
+        with_tokens = getattr(self.embedder, "embed_with_tokens", None)
+        return with_tokens(text) if with_tokens is not None else (self.embedder.embed_one(text), None)
+
+    def _keep_sketches(self, memory_id: int, sketches: bytes | None) -> None:
+        """Store (or replace, or with None drop) a memory's token sketches."""
+        self.db.execute("DELETE FROM memory_tokens WHERE memory_id = ?", (memory_id,))
+        if sketches:
+            self.db.execute("INSERT INTO memory_tokens (memory_id, sketches) VALUES (?, ?)", (memory_id, sketches))
 
     def _previous_store(self, caller: Caller, visibility: str, now: float) -> int | None:
         """The memory this writer stored last in the same visibility, if recent enough to share an episode."""
@@ -4311,10 +4387,11 @@ class YourMemory:
         caller = self._caller(user_id, api_key)
         query = _check_text(query, "query", MAX_QUERY_CHARS)
         top_k = _check_top_k(top_k)
-        vector = self.embedder.embed_one(query)
+        vector, query_sketches = self._embed(query)
         with self._lock, transaction(self.db, write=not self.read_only):
             now = self.clock()
             candidates = self._round_one(query, vector, caller, max(MIN_CANDIDATES, 4 * top_k), now)
+            self._compare_tokens(candidates, query_sketches, now)
             seeds = sorted(candidates.values(), key=lambda c: -c["score"])[:top_k]
             self._round_two(candidates, seeds, caller, top_k, now)
             ranked = sorted(candidates.values(), key=lambda c: -c["score"])
@@ -4521,11 +4598,40 @@ class YourMemory:
             c["signals"]["context"] = max(
                 (self._context_share(c["row"], n, asks[n]) * found[n]["own"]
                  for n in episodes.get(memory_id, ()) if n in found), default=0.0)
+            c["asks"] = asks[memory_id]
             asked = QUESTION_DISCOUNT * asks[memory_id] * max(c["own"], 0.0)  # a question never gains by it
             c["relevance"] = c["own"] - asked + c["signals"]["context"]
             c["score"] = weigh_by_strength(c["relevance"], self._strength(c["row"], now))
             c["via"] = max(c["signals"], key=c["signals"].get)  # the signal that contributed most
         return found
+
+    def _compare_tokens(self, found: dict[int, dict], query_sketches: bytes | None, now: float) -> None:
+        """Late interaction: the LATE_CANDIDATES most relevant candidates gain LATE_WEIGHT times their standing
+        among themselves (in standard deviations from their average, at least LATE_MIN_SPREAD) on
+        ``late_interaction`` (the best of their own and that of the memories they replaced), cut like their own
+        relevance by the share of them that asks. One without sketches (stored before they were kept, or by another
+        embedder) stands at the average."""
+        import numpy as np
+        if not query_sketches:
+            return
+        best = sorted(found.values(), key=lambda c: -c["relevance"])[:LATE_CANDIDATES]
+        stored = dict(self.db.execute(
+            "SELECT memory_id, sketches FROM memory_tokens WHERE memory_id IN (SELECT value FROM json_each(?))",
+            (json.dumps([m for c in best for m in [c["id"], *c.get("replaced", ())]]),)))
+        each = late_interaction(query_sketches, stored)
+
+        def best_match(c):  # a memory that replaced others answers what they answered, in their words too
+            return max((each[m] for m in [c["id"], *c.get("replaced", ())] if m in each), default=None)
+        matches = {c["id"]: match for c in best if (match := best_match(c)) is not None}
+        values = np.array(list(matches.values()))
+        if len(values) < 2:
+            return
+        for c in best:
+            if c["id"] in matches:
+                standing = float((matches[c["id"]] - values.mean()) / max(values.std(), LATE_MIN_SPREAD))
+                c["tokens"] = LATE_WEIGHT * standing * (1 - QUESTION_DISCOUNT * c.get("asks", 0.0))
+                c["relevance"] += c["tokens"]
+                c["score"] = weigh_by_strength(c["relevance"], self._strength(c["row"], now))
 
     @staticmethod
     def _context_share(row: dict, neighbour: int, neighbour_asks: float) -> float:
@@ -4611,7 +4717,8 @@ class YourMemory:
              **caller.sql()}).fetchall()
         if not rows:
             return
-        for successor, _, similarity in rows:
+        for successor, old, similarity in rows:
+            found[successor].setdefault("replaced", []).append(old)  # its tokens count too (``_compare_tokens``)
             if similarity is not None and math.isfinite(similarity) and similarity > found[successor]["similarity"]:
                 found[successor]["similarity"] = float(similarity)
         words = bm25_scores(self.db, terms, caller.sql(), replaced=[old for _, old, _ in rows])
@@ -4698,7 +4805,7 @@ class YourMemory:
         _check_not_a_question(new_content, "new_content")
         if importance is not None:
             importance = _check_importance(importance)
-        vector = self.embedder.embed_one(new_content)
+        vector, sketches = self._embed(new_content)
         doc = parse(new_content)
         predicate = main_predicate(doc)
         with self._lock, transaction(self.db):
@@ -4722,6 +4829,7 @@ class YourMemory:
                  "tokens": len(fts_terms(self.db, new_content)), "now": now, "id": memory_id})
             self.db.execute("UPDATE memory_vectors SET embedding = ? WHERE memory_id = ?",
                             (vector_blob(vector), memory_id))
+            self._keep_sketches(memory_id, sketches)
             # Re-link: drop its own links and those from memories like it; one-way links from
             # private memories into a shared one belong to their owners and stay.
             self.db.execute(
@@ -4955,7 +5063,7 @@ class YourMemory:
             raise InvalidInput("recall_count", "must be a non-negative integer")
         times = {field: _check_time(record.get(field), field, self.clock())
                  for field in ("created_at", "updated_at", "last_accessed_at", "stated_at")}
-        vector = self.embedder.embed_one(content)
+        vector, sketches = self._embed(content)
         doc = parse(content)
         with self._lock, transaction(self.db):
             now = self.clock()
@@ -4967,7 +5075,7 @@ class YourMemory:
                        AND source = 'memory'""", (json.dumps([m for m, _, _ in neighbours]), content)).fetchone():
                 return 0
             new = {"content": content, "importance": importance, "category": category, "visibility": "shared",
-                   "predicate": main_predicate(doc), "parse": parse_record(doc)}
+                   "predicate": main_predicate(doc), "parse": parse_record(doc), "sketches": sketches}
             memory_id = self._insert(new, caller, vector, now, neighbours)
             created = times["created_at"] or now
             self.db.execute(

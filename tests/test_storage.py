@@ -41,6 +41,7 @@ def test_upgrading_keeps_an_updated_memory_the_newer_statement(db_path, clock, e
         clock.advance(seconds=60)
         memory.update(first, "Oskar prefers an exit row seat when flying.")
         memory.db.execute("ALTER TABLE memories DROP COLUMN stated_at")  # as version 8 left it
+        memory.db.execute("DROP TABLE memory_tokens")  # and without version 10's table
         memory.db.execute("PRAGMA user_version = 8")
     with YourMemory(db_path, user="ada", clock=clock, embedder=embedder) as memory:
         stated = dict(memory.db.execute("SELECT id, stated_at - created_at FROM memories"))
@@ -176,3 +177,21 @@ def test_a_closed_store_says_so_from_every_method_and_closes_twice_quietly(db_pa
                  lambda: memory.lessons.all()):
         with pytest.raises(yourmemory.StorageError, match="this YourMemory was closed"):
             call()
+
+
+def test_token_sketches_follow_their_memory_through_store_update_import_and_forget(memory, embedder):
+    """Each memory keeps its token sketches for late interaction: made with the vector, replaced when the text
+    changes, and deleted with the memory (the table's foreign key), so none outlives its memory."""
+    def sketches(memory_id):
+        row = memory.db.execute("SELECT sketches FROM memory_tokens WHERE memory_id = ?", (memory_id,)).fetchone()
+        return row and row[0]
+    stored = memory.store("The release checklist lives in the wiki")["id"]
+    assert sketches(stored) == embedder.embed_with_tokens("The release checklist lives in the wiki")[1]
+    memory.update(stored, "The release checklist moved to the repository's docs folder")
+    assert sketches(stored) == embedder.embed_with_tokens("The release checklist moved to the repository's docs folder")[1]
+    assert memory.import_memory({"content": "Standup is at 9:30 on weekdays"}) == 1
+    imported = memory.db.execute("SELECT max(id) FROM memories").fetchone()[0]
+    assert sketches(imported) == embedder.embed_with_tokens("Standup is at 9:30 on weekdays")[1]
+    memory.forget(stored)
+    assert sketches(stored) is None
+    assert {r[0] for r in memory.db.execute("SELECT memory_id FROM memory_tokens")} == {imported}
