@@ -101,6 +101,7 @@ class CachedEmbedder:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         self.db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vector BLOB NOT NULL)")
+        self.db.execute("CREATE TABLE IF NOT EXISTS token_sketches (key BLOB PRIMARY KEY, sketches BLOB NOT NULL)")
         self.hits = self.misses = 0
 
     def load(self) -> "CachedEmbedder":
@@ -120,6 +121,21 @@ class CachedEmbedder:
         vector = np.asarray(self.model.embed_one(text), dtype=np.float32)
         self.db.execute("INSERT OR REPLACE INTO vectors VALUES (?, ?)", (key, vector.tobytes()))
         return vector
+
+    def embed_with_tokens(self, text: str):
+        """The vector as ``embed_one`` gives it, and the text's token sketches, both kept on disk."""
+        import numpy as np
+        key = self._key(text)
+        row = self.db.execute("SELECT v.vector, t.sketches FROM vectors AS v JOIN token_sketches AS t USING (key) "
+                              "WHERE key = ?", (key,)).fetchone()
+        if row:
+            self.hits += 1
+            return np.frombuffer(row[0], dtype=np.float32).copy(), row[1]
+        self.misses += 1
+        vector, sketches = self.model.embed_with_tokens(text)
+        self.db.execute("INSERT OR REPLACE INTO vectors VALUES (?, ?)", (key, vector.tobytes()))
+        self.db.execute("INSERT OR REPLACE INTO token_sketches VALUES (?, ?)", (key, sketches))
+        return vector, sketches
 
     def embed(self, texts):
         import numpy as np

@@ -83,12 +83,7 @@ def corpus(samples: list[dict], size: int) -> tuple[list[str], np.ndarray, str]:
     stops halfway keeps what it embedded, and every size shares one cache.
     """
     texts = build_texts(samples, size)
-    onnx = yourmemory.model_dir() / "model.onnx"
-    salt = f"{onnx.stat().st_size}:{onnx.stat().st_mtime_ns}".encode()
-    keys = [hashlib.sha256(salt + b"\0" + t.encode("utf-8", "surrogatepass")).digest() for t in texts]
-    path = yourmemory.cache_home() / "yourmemory-bench" / "corpus.sqlite"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    cache = sqlite3.connect(str(path), isolation_level=None)
+    keys, cache = _cache_keys(texts), _cache()
     cache.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vector BLOB NOT NULL)")
     vectors = np.zeros((len(texts), yourmemory.EMBEDDING_DIM), dtype=np.float32)
     missing = []
@@ -109,6 +104,40 @@ def corpus(samples: list[dict], size: int) -> tuple[list[str], np.ndarray, str]:
             progress.step(len(batch))
     cache.close()
     return texts, vectors, _digest(texts)
+
+
+def corpus_sketches(texts: list[str]) -> list[bytes]:
+    """Each text's token sketches (``Embedder.embed_with_tokens``, one text a run, as a store makes them), cached
+    like the vectors, so that imported corpus memories take part in recall's late interaction."""
+    keys, cache = _cache_keys(texts), _cache()
+    cache.execute("CREATE TABLE IF NOT EXISTS token_sketches (key BLOB PRIMARY KEY, sketches BLOB NOT NULL)")
+    sketches: list[bytes | None] = []
+    for key in keys:
+        row = cache.execute("SELECT sketches FROM token_sketches WHERE key = ?", (key,)).fetchone()
+        sketches.append(row[0] if row else None)
+    missing = [i for i, blob in enumerate(sketches) if blob is None]
+    if missing:
+        embedder = yourmemory.Embedder().load()
+        progress = Progress(len(missing), f"token sketches of {len(missing)} of {len(texts)} texts")
+        for i in missing:
+            sketches[i] = embedder.embed_with_tokens(texts[i])[1]
+            cache.execute("INSERT OR REPLACE INTO token_sketches VALUES (?, ?)", (keys[i], sketches[i]))
+            progress.step()
+    cache.close()
+    return sketches
+
+
+def _cache_keys(texts: list[str]) -> list[bytes]:
+    """One key per text: the SHA-256 of the model file's size and mtime and the text (a rebuilt model misses)."""
+    onnx = yourmemory.model_dir() / "model.onnx"
+    salt = f"{onnx.stat().st_size}:{onnx.stat().st_mtime_ns}".encode()
+    return [hashlib.sha256(salt + b"\0" + t.encode("utf-8", "surrogatepass")).digest() for t in texts]
+
+
+def _cache():
+    path = yourmemory.cache_home() / "yourmemory-bench" / "corpus.sqlite"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return sqlite3.connect(str(path), isolation_level=None)
 
 
 def _digest(texts: list[str]) -> str:

@@ -3,14 +3,15 @@
     python benchmarks/scale.py --sizes 1000,10000,100000 --vectors 1000000
 
 For each size N, a fresh database is filled with N memories from benchmarks/corpus.py
-(LoCoMo turns, then docstring sentences; real all-mpnet-base-v2 vectors, cached) through
-``import_memory``: the product's insert path with linking, minus the duplicate check. Then,
+(LoCoMo turns, then docstring sentences; real all-mpnet-base-v2 vectors and token sketches, cached)
+through ``import_memory``: the product's insert path with linking, minus the duplicate check. Then,
 on that database:
 
 - store: 200 further corpus texts through ``store`` with the real model (embedding, spaCy,
   duplicate/contradiction check, linking), beside one ``embed_one`` call on the same text;
 - recall: 200 LoCoMo questions with ``top_k=10``, embedding the query, and again with the
-  query vector replayed (search, BM25, fusion, graph, reinforcement only);
+  query's vector and token sketches replayed (search, BM25, fusion, late interaction, graph,
+  reinforcement only);
 - vector stage: ``nearest_vectors`` (sketch candidates + exact cosine in SQLite, k = 40 as
   recall asks) against a numpy brute-force scan over the same vectors in RAM, in the same
   run, and the share of the exact top 10 it returns (recall@10 against exact search); the
@@ -38,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 from common import RESULTS, Progress, load_locomo, machine, median, percentile, write_results
-from corpus import corpus
+from corpus import corpus, corpus_sketches
 
 import yourmemory
 from yourmemory import InvalidInput, VectorIndex, YourMemory, nearest_vectors
@@ -50,14 +51,17 @@ USER = "bench"
 
 
 class ReplayEmbedder:
-    """Known vectors by text (the corpus, cached queries); anything else goes to the real model."""
+    """Known vectors and token sketches by text (the corpus, cached queries); anything else goes to the real model."""
 
     def __init__(self, embedder, known: dict[str, np.ndarray]):
         self.embedder, self.known = embedder, known
 
     def embed_one(self, text):
+        return self.embed_with_tokens(text)[0]
+
+    def embed_with_tokens(self, text):
         if text not in self.known:
-            self.known[text] = self.embedder.embed_one(text)
+            self.known[text] = self.embedder.embed_with_tokens(text)
         return self.known[text]
 
     def embed(self, texts):
@@ -131,7 +135,7 @@ def measure(size: int, samples: list[dict], embedder, questions: list[str], work
             profiler: cProfile.Profile | None = None) -> dict:
     texts, vectors, digest = corpus(samples, size + STORE_PROBES)
     base, probes = texts[:size], texts[size:]
-    known = dict(zip(texts, vectors))
+    known = dict(zip(texts, zip(vectors, corpus_sketches(texts))))
     db = workdir / f"scale-{size}.db"
     memory = YourMemory(db, user=USER, embedder=ReplayEmbedder(embedder, known))
     progress, started, import_refused = Progress(size, f"import {size}"), time.perf_counter(), 0
@@ -158,8 +162,9 @@ def measure(size: int, samples: list[dict], embedder, questions: list[str], work
                 profiler.disable()
         embed_ms.append(timed(embedder.embed_one, text)[0])
     recall_ms = [timed(memory.recall, q, 10)[0] for q in questions]
-    query_vectors = np.stack([embedder.embed_one(q) for q in questions])
-    memory.embedder = ReplayEmbedder(embedder, dict(zip(questions, query_vectors)))
+    embedded = {q: embedder.embed_with_tokens(q) for q in questions}
+    query_vectors = np.stack([embedded[q][0] for q in questions])
+    memory.embedder = ReplayEmbedder(embedder, embedded)
     replay_ms = [timed(memory.recall, q, 10)[0] for q in questions]
 
     rows = memory.db.execute("SELECT memory_id, embedding FROM memory_vectors WHERE active = 1 AND scope = ?",
