@@ -4629,8 +4629,7 @@ class YourMemory:
         for c in best:
             if c["id"] in matches:
                 standing = float((matches[c["id"]] - values.mean()) / max(values.std(), LATE_MIN_SPREAD))
-                c["tokens"] = LATE_WEIGHT * standing * (1 - QUESTION_DISCOUNT * c.get("asks", 0.0))
-                c["relevance"] += c["tokens"]
+                c["relevance"] += LATE_WEIGHT * standing * (1 - QUESTION_DISCOUNT * c.get("asks", 0.0))
                 c["score"] = weigh_by_strength(c["relevance"], self._strength(c["row"], now))
 
     @staticmethod
