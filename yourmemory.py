@@ -1048,6 +1048,11 @@ def check_database(conn) -> dict:
         problems += _vector_problems(conn)
     except database_errors() as error:
         problems.append(f"the vector index is damaged ({error})")
+    problems += [f"memory {memory_id}: its token sketches are damaged (not whole 96-byte sketches); recall compares "
+                 "it by its vector and words only until it is updated"
+                 for (memory_id,) in conn.execute(
+                     f"SELECT memory_id FROM memory_tokens WHERE length(sketches) = 0 "
+                     f"OR length(sketches) % {8 * SKETCH_WORDS} != 0")]
     problems += [f"memory {memory_id} belongs to the knowledge graph but no observation or lesson refers to it"
                  for (memory_id,) in conn.execute(ORPHAN_GRAPH_MEMORIES_SQL)]
     problems += [f"observation {observation_id} has no memory (it cannot be searched)"

@@ -53,7 +53,7 @@ USER = "bench"
 class ReplayEmbedder:
     """Known vectors and token sketches by text (the corpus, cached queries); anything else goes to the real model."""
 
-    def __init__(self, embedder, known: dict[str, np.ndarray]):
+    def __init__(self, embedder, known: dict[str, tuple[np.ndarray, bytes]]):
         self.embedder, self.known = embedder, known
 
     def embed_one(self, text):

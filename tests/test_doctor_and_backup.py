@@ -202,6 +202,14 @@ def test_doctor_reports_an_observation_without_its_memory(filled):
     assert any("has no memory (it cannot be searched)" in problem for problem in memory.doctor()["problems"])
 
 
+def test_doctor_reports_damaged_token_sketches_which_recall_passes_by(filled):
+    memory, _ = filled
+    damaged = memory.db.execute("SELECT min(memory_id) FROM memory_tokens").fetchone()[0]
+    memory.db.execute("UPDATE memory_tokens SET sketches = x'00' WHERE memory_id = ?", (damaged,))
+    assert any(f"memory {damaged}: its token sketches are damaged" in p for p in memory.doctor()["problems"])
+    assert memory.recall("What do we use?", top_k=3)["memoriesFound"] == 3
+
+
 def test_doctor_reports_a_value_left_superseded_by_a_memory_that_is_gone_and_restore_brings_it_back(memory):
     """Earlier versions forgot a memory without handing on what it had superseded."""
     old = memory.store("The project database is Postgres 15")
