@@ -125,6 +125,10 @@ TYPICAL_PENALTY = 0.2
 LATE_WEIGHT = 0.1
 LATE_CANDIDATES = 100
 LATE_MIN_SPREAD = 0.05
+# Each query token counts in that average by the idf of its word (as BM25 weighs it), a stop word (or a word BM25
+# did not weigh) LATE_STOP_SHARE of the others' average; no idf above LATE_MIN_IDF: every token the same.
+LATE_STOP_SHARE = 0.15
+LATE_MIN_IDF = 0.01
 
 # Vector search: candidates by the Hamming distance of one-bit sketches, then exact cosine.
 # Candidates rescored: 10 per neighbour asked for, at least 200 per scope (a scope this small is
@@ -1353,6 +1357,16 @@ class Embedder:
         vectors, hidden, encodings = self._run([text])
         return vectors[0].astype(np.float32), token_sketches(hidden[0], encodings[0].tokens)
 
+    def token_words(self, text: str) -> list[str | None]:
+        """The word (lower case) that each of the text's token sketches comes from, in their order, or None for
+        a token outside any word: what lets recall weigh a query's tokens by how rare their words are."""
+        self.load()
+        encoding = self._tokenizer.encode(text)
+        words = [(match.start(), match.end(), match.group(0).lower().strip(".'-/") or None)  # as query_terms
+                 for match in _WORD.finditer(text)]
+        return [next((word for start, end, word in words if start <= encoding.offsets[i][0] < end), None)
+                for i in sketched_tokens(encoding.tokens)]
+
     def _embed_batch(self, texts: list[str]):
         return self._run(texts)[0]
 
@@ -1372,9 +1386,14 @@ def token_sketches(hidden, tokens: Sequence[str]) -> bytes:
     """One sketch (``sketch``: the signs, 96 bytes) per token of a text that holds a letter or a digit, from its
     token states: what late interaction (``late_interaction``) compares. Not <s>, </s> or padding."""
     import numpy as np
-    kept = [i for i, token in enumerate(tokens)
-            if token not in ("<s>", "</s>", "<pad>") and any(ch.isalnum() for ch in token)]
+    kept = sketched_tokens(tokens)
     return np.packbits(hidden[kept] > 0, axis=1).tobytes() if kept else b""
+
+
+def sketched_tokens(tokens: Sequence[str]) -> list[int]:
+    """The positions of the tokens that get a sketch: those holding a letter or a digit."""
+    return [i for i, token in enumerate(tokens)
+            if token not in ("<s>", "</s>", "<pad>") and any(ch.isalnum() for ch in token)]
 
 
 # ============================================================================
@@ -3809,10 +3828,12 @@ def sketch(vector):
     return np.packbits(values > 0).view(np.uint64)
 
 
-def late_interaction(query_sketches: bytes, memory_sketches: dict[int, bytes]) -> dict[int, float]:
+def late_interaction(query_sketches: bytes, memory_sketches: dict[int, bytes],
+                     weights: Sequence[float] | None = None) -> dict[int, float]:
     """MaxSim of each memory's token sketches (``token_sketches``) against the query's: every query token's best
     similarity among the memory's tokens (1 - 2 x Hamming distance / 768, which tracks their cosine), averaged
-    over the query tokens. A memory without sketches, or with damaged ones, is left out."""
+    over the query tokens, each counting its share of ``weights`` (``query_token_weights``) if they are given, one
+    per query token. A memory without sketches, or with damaged ones, is left out."""
     import numpy as np
     size = 8 * SKETCH_WORDS
     query = np.frombuffer(query_sketches, dtype=np.uint64).reshape(-1, SKETCH_WORDS) if (
@@ -3828,10 +3849,26 @@ def late_interaction(query_sketches: bytes, memory_sketches: dict[int, bytes]) -
             axis=2, dtype=np.int32)
     starts = np.cumsum([0] + [len(memory_sketches[m]) // size for m in ids[:-1]])
     nearest = np.minimum.reduceat(distances, starts, axis=1)  # per query token and memory: its best match
-    return dict(zip(ids, (1 - 2 * nearest / EMBEDDING_DIM).mean(axis=0).tolist()))
+    if weights is None or len(weights) != len(query):
+        weights = None  # an embedder whose words do not line up with its sketches: every token the same
+    return dict(zip(ids, np.average(1 - 2 * nearest / EMBEDDING_DIM, axis=0, weights=weights).tolist()))
 
 
 LATE_TOKEN_CHUNK = 2048
+
+
+def query_token_weights(conn, words: Sequence[str | None], idf: dict[str, float]) -> list[float] | None:
+    """How much each query token counts in late interaction: the idf that BM25 gave its word's index term
+    (``idf``), so that "sprained" counts more than "did" and more than a name on every memory. A stop word, a
+    token outside any word, or a word BM25 did not weigh counts LATE_STOP_SHARE of the others' average. None
+    (every token the same) when no word was weighed, or none weighs anything (every word is on most memories)."""
+    terms = {word: next(iter(fts_terms(conn, word)), None) for word in set(words) if word}
+    weights = [idf.get(terms[word]) if word and word not in STOPWORDS else None for word in words]
+    weighed = [weight for weight in weights if weight is not None]
+    if not weighed or max(weighed) < LATE_MIN_IDF:
+        return None
+    rest = LATE_STOP_SHARE * sum(weighed) / len(weighed)
+    return [rest if weight is None else weight for weight in weights]
 
 
 def decay_rate(category: str, importance: float) -> float:
@@ -3871,13 +3908,13 @@ def query_terms(conn, query: str) -> list[str]:
 
 
 def bm25_scores(conn, terms: list[str], visible: dict, limit: int | None = None, *,
-                replaced: Sequence[int] | None = None) -> dict[int, float]:
+                replaced: Sequence[int] | None = None, idf: dict[str, float] | None = None) -> dict[int, float]:
     """Okapi BM25 exactly as FTS5 computes it, but with document counts and lengths taken
     over the memories the caller may see: a score never depends on anyone else's memories.
 
     With ``replaced`` (memories that visible ones superseded), those are scored instead, as if they
     were visible too (each counts in its terms' document frequency): a successor may answer with its
-    predecessors' words.
+    predecessors' words. A dict given as ``idf`` receives each term's inverse document frequency.
     """
     if not terms:
         return {}
@@ -3900,10 +3937,12 @@ def bm25_scores(conn, terms: list[str], visible: dict, limit: int | None = None,
                     GROUP BY t.doc""",
                 {**visible, "term": term, "replaced": json.dumps(list(replaced))}).fetchall()
             frequency_among_documents += len(postings)
-        idf = max(1e-6, math.log((documents - frequency_among_documents + 0.5) / (frequency_among_documents + 0.5)))
+        rarity = max(1e-6, math.log((documents - frequency_among_documents + 0.5) / (frequency_among_documents + 0.5)))
+        if idf is not None:
+            idf[term] = rarity
         for memory_id, frequency, length in postings:
             saturation = frequency + BM25_K1 * (1 - BM25_B + BM25_B * length / average_length)
-            scores[memory_id] = scores.get(memory_id, 0.0) + idf * frequency * (BM25_K1 + 1) / saturation
+            scores[memory_id] = scores.get(memory_id, 0.0) + rarity * frequency * (BM25_K1 + 1) / saturation
     return dict(sorted(scores.items(), key=lambda item: -item[1])[:limit])
 
 
@@ -4393,10 +4432,14 @@ class YourMemory:
         query = _check_text(query, "query", MAX_QUERY_CHARS)
         top_k = _check_top_k(top_k)
         vector, query_sketches = self._embed(query)
+        token_words = getattr(self.embedder, "token_words", None)
+        query_words = token_words(query) if query_sketches and token_words is not None else None
         with self._lock, transaction(self.db, write=not self.read_only):
             now = self.clock()
-            candidates = self._round_one(query, vector, caller, max(MIN_CANDIDATES, 4 * top_k), now)
-            self._compare_tokens(candidates, query_sketches, now)
+            idf: dict[str, float] = {}
+            candidates = self._round_one(query, vector, caller, max(MIN_CANDIDATES, 4 * top_k), now, idf)
+            weights = query_token_weights(self.db, query_words, idf) if query_words else None
+            self._compare_tokens(candidates, query_sketches, weights, now)
             seeds = sorted(candidates.values(), key=lambda c: -c["score"])[:top_k]
             self._round_two(candidates, seeds, caller, top_k, now)
             ranked = sorted(candidates.values(), key=lambda c: -c["score"])
@@ -4574,15 +4617,17 @@ class YourMemory:
              "similarity": ANNOUNCED_FIRST_MIN_SIMILARITY}).fetchall()
         return {pair: similarity for a, b, similarity in rows for pair in ((a, b), (b, a))}
 
-    def _round_one(self, query: str, vector, caller: Caller, limit: int, now: float) -> dict[int, dict]:
+    def _round_one(self, query: str, vector, caller: Caller, limit: int, now: float,
+                   idf: dict[str, float] | None = None) -> dict[int, dict]:
         """Vector and BM25 candidates and the memories stored next to them, each scored on both
         signals (the cosine less a part for resembling every memory), less a part for what it asks,
-        plus a share of the best relevance in its episode."""
+        plus a share of the best relevance in its episode. ``idf``, if given, receives BM25's idf of
+        each query term."""
         found: dict[int, dict] = {}
         for memory_id, similarity, _ in self._nearest(vector, caller.read_scopes(), limit):
             found[memory_id] = {"id": memory_id, "similarity": similarity}
         terms = query_terms(self.db, query)
-        lexical = bm25_scores(self.db, terms, caller.sql())
+        lexical = bm25_scores(self.db, terms, caller.sql(), idf=idf)
         for memory_id in list(lexical)[:limit]:
             found.setdefault(memory_id, {"id": memory_id, "similarity": None})
         episodes = self._episodes(list(found), caller)
@@ -4610,12 +4655,13 @@ class YourMemory:
             c["via"] = max(c["signals"], key=c["signals"].get)  # the signal that contributed most
         return found
 
-    def _compare_tokens(self, found: dict[int, dict], query_sketches: bytes | None, now: float) -> None:
+    def _compare_tokens(self, found: dict[int, dict], query_sketches: bytes | None, weights: list[float] | None,
+                        now: float) -> None:
         """Late interaction: the LATE_CANDIDATES most relevant candidates gain LATE_WEIGHT times their standing
         among themselves (in standard deviations from their average, at least LATE_MIN_SPREAD) on
-        ``late_interaction`` (the best of their own and that of the memories they replaced), cut like their own
-        relevance by the share of them that asks. One without sketches (stored before they were kept, or by another
-        embedder) stands at the average."""
+        ``late_interaction`` (the query's tokens counting by ``weights``: ``query_token_weights``; the best of
+        their own and that of the memories they replaced), cut like their own relevance by the share of them that
+        asks. One without sketches (stored before they were kept, or by another embedder) stands at the average."""
         import numpy as np
         if not query_sketches:
             return
@@ -4623,7 +4669,7 @@ class YourMemory:
         stored = dict(self.db.execute(
             "SELECT memory_id, sketches FROM memory_tokens WHERE memory_id IN (SELECT value FROM json_each(?))",
             (json.dumps([m for c in best for m in [c["id"], *c.get("replaced", ())]]),)))
-        each = late_interaction(query_sketches, stored)
+        each = late_interaction(query_sketches, stored, weights)
 
         def best_match(c):  # a memory that replaced others answers what they answered, in their words too
             return max((each[m] for m in [c["id"], *c.get("replaced", ())] if m in each), default=None)

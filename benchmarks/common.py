@@ -137,6 +137,10 @@ class CachedEmbedder:
         self.db.execute("INSERT OR REPLACE INTO token_sketches VALUES (?, ?)", (key, sketches))
         return vector, sketches
 
+    def token_words(self, text: str):
+        """The words of the text's token sketches, from the tokenizer alone (nothing to cache)."""
+        return self.model.token_words(text)
+
     def embed(self, texts):
         import numpy as np
         return np.stack([self.embed_one(text) for text in texts]) if texts else np.zeros((0, 768), np.float32)

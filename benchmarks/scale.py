@@ -64,6 +64,9 @@ class ReplayEmbedder:
             self.known[text] = self.embedder.embed_with_tokens(text)
         return self.known[text]
 
+    def token_words(self, text):
+        return self.embedder.token_words(text)
+
     def embed(self, texts):
         return np.stack([self.embed_one(t) for t in texts])
 

@@ -256,3 +256,15 @@ def test_token_sketches_come_from_the_same_model_run_as_the_vector(embedder):
     assert len(worded) < len(tokens) - 2  # ":", "...", "!" are left out
     assert len(sketches) == 96 * len(worded)
     assert embedder.embed_with_tokens("?!")[1] == b""  # nothing to compare
+
+
+def test_each_token_sketch_knows_the_word_it_comes_from(embedder):
+    """Recall weighs a query's tokens by their words (``token_words``): one word per sketch, in the same order, the
+    pieces of a split word all naming it, lower case as BM25 sees it."""
+    text = "Jun: I sprained my ankle... playing football!"
+    words = embedder.token_words(text)
+    assert len(words) == len(embedder.embed_with_tokens(text)[1]) // 96
+    assert words[0] == "jun" and words[-1] == "football" and "sprained" in words
+    assert set(words) == {"jun", "i", "sprained", "my", "ankle", "playing", "football"}
+    assert embedder.token_words("?!") == []
+
