@@ -935,21 +935,40 @@ ADOPTION = ("Priya: Thanks for asking! The garden is finally blooming, the kids 
 DINNER = "Priya: We cooked dinner for the neighbours on Saturday."
 
 
+def first_answer_about_priyas_pet(path, embedder, clock) -> str:
+    with YourMemory(path, user="ada", clock=clock, embedder=embedder) as store:
+        for text in ("Priya: My sister visited us for the long weekend and we went hiking.",
+                     "Priya: Work has been hectic, the launch slipped by two weeks.", ADOPTION, DINNER):
+            store.store(text)
+            clock.advance(days=1)
+        return store.recall("What pet did Priya get?", top_k=2)["memories"][0]["content"]
+
+
 def test_a_rare_word_of_the_question_counts_more_than_its_common_ones_when_comparing_tokens(
         tmp_path, embedder, clock, monkeypatch):
     """Every memory starts with "Priya", and "what" and "did" match something in any memory. Counted like "pet",
     they pull the adoption down, and the dinner comes first; counted by the idf of their words, "pet" finds
     "greyhound" and the adoption comes first. (Two fresh stores: a recall strengthens what it returns.)"""
-    def first_answer(name):
-        with YourMemory(tmp_path / name, user="ada", clock=clock, embedder=embedder) as store:
-            for text in ("Priya: My sister visited us for the long weekend and we went hiking.",
-                         "Priya: Work has been hectic, the launch slipped by two weeks.", ADOPTION, DINNER):
-                store.store(text)
-                clock.advance(days=1)
-            return store.recall("What pet did Priya get?", top_k=2)["memories"][0]["content"]
-    assert first_answer("weighed.db") == ADOPTION
+    assert first_answer_about_priyas_pet(tmp_path / "weighed.db", embedder, clock) == ADOPTION
     monkeypatch.setattr(yourmemory, "query_token_weights", lambda *args: None)
-    assert first_answer("alike.db") == DINNER
+    assert first_answer_about_priyas_pet(tmp_path / "alike.db", embedder, clock) == DINNER
+
+
+class SketchingEmbedder:
+    """The real model, through a library embedder that sketches tokens but names their words in ``words``'s way."""
+
+    def __init__(self, model, words):
+        self.model, self.embed, self.embed_one = model, model.embed, model.embed_one
+        self.embed_with_tokens = model.embed_with_tokens
+        if words is not None:
+            self.token_words = words
+
+
+@pytest.mark.parametrize("words", [None, lambda text: ["pet"]], ids=["no token_words", "words not lined up"])
+def test_an_embedder_that_cannot_name_the_words_of_its_tokens_compares_them_alike(tmp_path, embedder, clock, words):
+    """Without ``token_words``, or with words that do not line up with the sketches, recall still compares tokens,
+    every query token alike (the dinner first, as in the test above), and never raises."""
+    assert first_answer_about_priyas_pet(tmp_path / "m.db", SketchingEmbedder(embedder, words), clock) == DINNER
 
 
 def test_memories_without_token_sketches_are_still_recalled(memory, clock):
