@@ -126,7 +126,8 @@ LATE_WEIGHT = 0.1
 LATE_CANDIDATES = 100
 LATE_MIN_SPREAD = 0.05
 # Each query token counts in that average by the idf of its word (as BM25 weighs it), a stop word (or a word BM25
-# did not weigh) LATE_STOP_SHARE of the others' average; no idf above LATE_MIN_IDF: every token the same.
+# did not weigh) LATE_STOP_SHARE of the others' average; no idf above LATE_MIN_IDF: every token the same
+# (LoCoMo turns 0.742 -> 0.750 at 5; a /tmp lab, BENCHMARKS.md, thirty-first session).
 LATE_STOP_SHARE = 0.15
 LATE_MIN_IDF = 0.01
 
@@ -4076,7 +4077,8 @@ class YourMemory:
     ``user`` is the default namespace; every method also takes ``user_id`` to act
     for another. ``clock`` returns Unix seconds (tests inject their own), and
     ``embedder`` anything with ``embed(texts)`` and ``embed_one(text)``; with ``embed_with_tokens(text)`` too
-    (``Embedder``'s), recall also compares tokens (late interaction).
+    (``Embedder``'s), recall also compares tokens (late interaction), weighing the query's by their words' idf
+    when it has ``token_words(text)`` as well.
     """
 
     def __init__(self, path: str | Path | None = None, *, user: str | None = None,
