@@ -1361,12 +1361,18 @@ class Embedder:
     def token_words(self, text: str) -> list[str | None]:
         """The word (lower case) that each of the text's token sketches comes from, in their order, or None for
         a token outside any word: what lets recall weigh a query's tokens by how rare their words are."""
+        import bisect
         self.load()
         encoding = self._tokenizer.encode(text)
-        words = [(match.start(), match.end(), match.group(0).lower().strip(".'-/") or None)  # as query_terms
-                 for match in _WORD.finditer(text)]
-        return [next((word for start, end, word in words if start <= encoding.offsets[i][0] < end), None)
-                for i in sketched_tokens(encoding.tokens)]
+        matches = list(_WORD.finditer(text))
+        starts = [match.start() for match in matches]
+
+        def word_at(offset: int) -> str | None:  # the word whose span holds this character, by binary search
+            at = bisect.bisect_right(starts, offset) - 1
+            if at < 0 or offset >= matches[at].end():
+                return None
+            return matches[at].group(0).lower().strip(".'-/") or None  # as query_terms strips it
+        return [word_at(encoding.offsets[i][0]) for i in sketched_tokens(encoding.tokens)]
 
     def _embed_batch(self, texts: list[str]):
         return self._run(texts)[0]
@@ -3863,8 +3869,8 @@ def query_token_weights(conn, words: Sequence[str | None], idf: dict[str, float]
     (``idf``), so that "sprained" counts more than "did" and more than a name on every memory. A stop word, a
     token outside any word, or a word BM25 did not weigh counts LATE_STOP_SHARE of the others' average. None
     (every token the same) when no word was weighed, or none weighs anything (every word is on most memories)."""
-    terms = {word: next(iter(fts_terms(conn, word)), None) for word in set(words) if word}
-    weights = [idf.get(terms[word]) if word and word not in STOPWORDS else None for word in words]
+    terms = {word: next(iter(fts_terms(conn, word)), None) for word in set(words) if word and word not in STOPWORDS}
+    weights = [idf.get(terms[word]) if word in terms else None for word in words]
     weighed = [weight for weight in weights if weight is not None]
     if not weighed or max(weighed) < LATE_MIN_IDF:
         return None
