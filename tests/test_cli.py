@@ -207,7 +207,8 @@ def test_audit_of_a_memory_with_no_entries_says_so_rather_than_printing_nothing(
 
 
 @pytest.mark.parametrize("command", [["stats"], ["export"], ["doctor"], ["audit"], ["prune"], ["restore", "1"],
-                                     ["backup", "{tmp}/backup.db"], ["agent", "list"], ["agent", "revoke", "coder"]])
+                                     ["backup", "{tmp}/backup.db"], ["agent", "list"], ["agent", "revoke", "coder"],
+                                     ["reindex"]])
 def test_a_command_that_reads_a_database_refuses_a_path_with_none_and_creates_nothing(tmp_path, command):
     typo = tmp_path / "typo" / "memroy.db"
     env = {**os.environ, "YOURMEMORY_USER": USER, "YOURMEMORY_HOME": str(tmp_path / "home")}

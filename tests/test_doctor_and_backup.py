@@ -52,6 +52,7 @@ def test_a_healthy_database_is_clean_and_counted(filled):
     # the facts, Ada's observation, and the lesson's observation and error pattern
     assert report["counts"]["memories"] == report["counts"]["memory_vectors"] == len(FACTS) + 3
     assert report["counts"]["entities"] == 2 and report["counts"]["lessons"] == 1
+    assert report["notes"] == []  # every memory, the graph's and the lesson's too, has its token sketches
 
 
 @pytest.mark.parametrize("damage, expected", [
@@ -84,6 +85,22 @@ def test_doctor_command_exits_1_on_damage_and_0_when_clean(filled, db_path):
     damaged = run_cli(db_path, "doctor", "--json")
     assert damaged.returncode == 1
     assert f"memory {ids[1]} has no vector" in json.loads(damaged.stdout)["problems"]
+
+
+def test_doctor_notes_memories_without_token_sketches_and_reindex_adds_them(filled, db_path):
+    """A database from before sketches were kept is healthy (exit 0), but recall compares its memories by vector
+    and words only: doctor says so and names the command; `yourmemory reindex` gives them their sketches."""
+    memory, _ = filled
+    memory.db.execute("DELETE FROM memory_tokens")
+    before = run_cli(db_path, "doctor")
+    assert before.returncode == 0, before.stderr
+    assert "NOTE: 6 memories have no token sketches" in before.stdout and "`yourmemory reindex`" in before.stdout
+    reindex = run_cli(db_path, "reindex")
+    assert reindex.returncode == 0 and "Traceback" not in reindex.stderr, reindex.stderr
+    assert reindex.stdout == "Added token sketches to 6 of 6 memories that had none.\n"
+    after = run_cli(db_path, "doctor")
+    assert after.returncode == 0 and "NOTE" not in after.stdout and "OK:" in after.stdout
+    assert run_cli(db_path, "reindex").stdout == "Every memory already has its token sketches.\n"
 
 
 def test_doctor_on_a_file_that_is_not_a_database_says_so(tmp_path):

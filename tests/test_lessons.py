@@ -458,3 +458,17 @@ def test_a_lesson_written_before_episodes_gets_its_fix_linked_on_upgrade(db_path
         memory.db.execute("PRAGMA user_version = 8")
     with YourMemory(db_path, clock=clock, embedder=embedder) as memory:
         assert dict(memory.db.execute("SELECT id, follows FROM memories WHERE source = 'observation'")) == expected
+
+
+def test_knowledge_graph_and_lesson_memories_keep_the_token_sketches_a_store_makes(memory, embedder):
+    """Recall compares the query token by token with observations and error patterns too (they share its
+    results): each keeps the sketches of its memory text, from batched model runs that give the same ones."""
+    memory.graph.create_entities([{"name": "Priya", "entityType": "person",
+                                   "observations": ["Adopted a greyhound called Juno", "Lives in Leeds"]}])
+    memory.graph.add_observations([{"entityName": "Priya", "contents": ["Works on the billing team"]}])
+    memory.lessons.create_lesson(copy.deepcopy(PG))
+    rows = memory.db.execute("""SELECT m.content, t.sketches FROM memories AS m
+                                LEFT JOIN memory_tokens AS t ON t.memory_id = m.id""").fetchall()
+    assert len(rows) == 3 + 1 + len(PG["observations"])
+    for content, sketches in rows:
+        assert sketches == embedder.embed_with_tokens(content)[1], content

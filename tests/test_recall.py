@@ -935,12 +935,16 @@ ADOPTION = ("Priya: Thanks for asking! The garden is finally blooming, the kids 
 DINNER = "Priya: We cooked dinner for the neighbours on Saturday."
 
 
+def store_priyas_news(store, clock) -> None:
+    for text in ("Priya: My sister visited us for the long weekend and we went hiking.",
+                 "Priya: Work has been hectic, the launch slipped by two weeks.", ADOPTION, DINNER):
+        store.store(text)
+        clock.advance(days=1)
+
+
 def first_answer_about_priyas_pet(path, embedder, clock) -> str:
     with YourMemory(path, user="ada", clock=clock, embedder=embedder) as store:
-        for text in ("Priya: My sister visited us for the long weekend and we went hiking.",
-                     "Priya: Work has been hectic, the launch slipped by two weeks.", ADOPTION, DINNER):
-            store.store(text)
-            clock.advance(days=1)
+        store_priyas_news(store, clock)
         return store.recall("What pet did Priya get?", top_k=2)["memories"][0]["content"]
 
 
@@ -980,3 +984,23 @@ def test_memories_without_token_sketches_are_still_recalled(memory, clock):
     memory.db.execute("DELETE FROM memory_tokens WHERE memory_id = ?", (fix,))  # the others keep theirs
     found = memory.recall("Why did the deploy break?", top_k=3)["memories"]
     assert found[0]["id"] == fix and found[0]["score"] > found[1]["score"]
+
+
+def test_reindex_gives_the_memories_of_an_older_version_the_token_sketches_recall_compares(
+        tmp_path, embedder, clock):
+    """A database from before sketches were kept: recall cannot compare its memories token by token, and the
+    dinner comes first. ``fill_token_sketches`` (`yourmemory reindex`) gives each memory the sketches a store
+    makes now, and the adoption comes first, as on a database that always had them. (A copy is recalled before the
+    fill, because a recall strengthens what it returns.)"""
+    with YourMemory(tmp_path / "old.db", user="ada", clock=clock, embedder=embedder) as old:
+        store_priyas_news(old, clock)
+        old.db.execute("DELETE FROM memory_tokens")
+        old.backup(tmp_path / "copy.db")
+        assert old.recall("What pet did Priya get?", top_k=2)["memories"][0]["content"] == DINNER
+    with YourMemory(tmp_path / "copy.db", user="ada", clock=clock, embedder=embedder) as copy:
+        assert copy.fill_token_sketches() == {"filled": 4, "without_words": 0, "total": 4}
+        for memory_id, content in copy.db.execute("SELECT id, content FROM memories"):
+            assert copy.db.execute("SELECT sketches FROM memory_tokens WHERE memory_id = ?", (memory_id,)
+                                   ).fetchone()[0] == embedder.embed_with_tokens(content)[1]
+        assert copy.recall("What pet did Priya get?", top_k=2)["memories"][0]["content"] == ADOPTION
+        assert copy.fill_token_sketches() == {"filled": 0, "without_words": 0, "total": 0}

@@ -195,3 +195,40 @@ def test_token_sketches_follow_their_memory_through_store_update_import_and_forg
     memory.forget(stored)
     assert sketches(stored) is None
     assert {r[0] for r in memory.db.execute("SELECT memory_id FROM memory_tokens")} == {imported}
+
+
+class ChangingWhileItEmbeds:
+    """The real model; ``embed_many_with_tokens`` runs ``meanwhile`` before it answers, as another process might."""
+
+    def __init__(self, model):
+        self.model, self.embed, self.embed_one = model, model.embed, model.embed_one
+        self.embed_with_tokens, self.meanwhile = model.embed_with_tokens, lambda: None
+
+    def embed_many_with_tokens(self, texts):
+        embedded = self.model.embed_many_with_tokens(texts)
+        self.meanwhile()
+        return embedded
+
+
+def test_reindex_keeps_the_sketches_of_a_text_changed_or_forgotten_while_it_embeds(db_path, clock, embedder):
+    """The sketches of a memory's old text are not written over those its update made, nor for a forgotten one."""
+    model = ChangingWhileItEmbeds(embedder)
+    with YourMemory(db_path, user="ada", clock=clock, embedder=model) as memory:
+        changed, forgotten, kept = (memory.store(text)["id"] for text in (
+            "The release checklist lives in the wiki", "Standup is at 9:30 on weekdays", "CI runs on Buildkite"))
+        memory.db.execute("DELETE FROM memory_tokens")
+        model.meanwhile = lambda: (memory.update(changed, "The release checklist moved to the docs folder"),
+                                   memory.forget(forgotten))
+        assert memory.fill_token_sketches() == {"filled": 1, "without_words": 0, "total": 3}
+        assert dict(memory.db.execute("SELECT memory_id, sketches FROM memory_tokens")) == {
+            changed: embedder.embed_with_tokens("The release checklist moved to the docs folder")[1],
+            kept: embedder.embed_with_tokens("CI runs on Buildkite")[1]}
+
+
+def test_reindex_needs_an_embedder_that_sketches_tokens(db_path, clock, embedder):
+    class VectorsOnly:
+        embed, embed_one = embedder.embed, embedder.embed_one
+    with YourMemory(db_path, user="ada", clock=clock, embedder=VectorsOnly()) as memory:
+        memory.store("CI runs on Buildkite")
+        with pytest.raises(yourmemory.YourMemoryError, match="this embedder gives no token sketches"):
+            memory.fill_token_sketches()
