@@ -1416,6 +1416,19 @@ def token_sketches(hidden, tokens: Sequence[str]) -> bytes:
     return np.packbits(hidden[kept] > 0, axis=1).tobytes() if kept else b""
 
 
+def checked_sketches(sketches) -> bytes | None:
+    """What a library embedder's ``embed_with_tokens`` gave as sketches, as bytes, or an error that says what
+    it should give (rather than a database error, or damaged sketches found later by ``doctor``)."""
+    if sketches is None:
+        return None
+    if isinstance(sketches, (bytes, bytearray, memoryview)) and len(sketches) % (8 * SKETCH_WORDS) == 0:
+        return bytes(sketches)
+    given = type(sketches).__name__ + (f" of length {len(sketches)}" if hasattr(sketches, "__len__") else "")
+    raise YourMemoryError(
+        f"the embedder's embed_with_tokens gave {given} as token sketches: they must be bytes holding whole "
+        f"{8 * SKETCH_WORDS}-byte sketches, as token_sketches makes them (or None); nothing was written")
+
+
 def sketched_tokens(tokens: Sequence[str]) -> list[int]:
     """The positions of the tokens that get a sketch: those holding a letter or a digit."""
     return [i for i, token in enumerate(tokens)
@@ -4373,12 +4386,15 @@ class YourMemory:
         """The text's vector, and its token sketches if the embedder gives them (``Embedder.embed_with_tokens``;
         a library user's embedder may have only ``embed_one``: then None, and late interaction passes it by)."""
         with_tokens = getattr(self.embedder, "embed_with_tokens", None)
-        return with_tokens(text) if with_tokens is not None else (self.embedder.embed_one(text), None)
+        if with_tokens is None:
+            return self.embedder.embed_one(text), None
+        vector, sketches = with_tokens(text)
+        return vector, checked_sketches(sketches)
 
     def _embed_many(self, texts: Sequence[str]) -> list[tuple[Any, bytes | None]]:
         """``_embed`` for many texts at once (``Embedder.embed_many_with_tokens``), with what the embedder has."""
         if many := getattr(self.embedder, "embed_many_with_tokens", None):
-            return list(many(texts))
+            return [(vector, checked_sketches(sketches)) for vector, sketches in many(texts)]
         if getattr(self.embedder, "embed_with_tokens", None):
             return [self._embed(text) for text in texts]
         return [(vector, None) for vector in self.embedder.embed(texts)]

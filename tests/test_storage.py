@@ -232,3 +232,25 @@ def test_reindex_needs_an_embedder_that_sketches_tokens(db_path, clock, embedder
         memory.store("CI runs on Buildkite")
         with pytest.raises(yourmemory.YourMemoryError, match="this embedder gives no token sketches"):
             memory.fill_token_sketches()
+
+
+@pytest.mark.parametrize("damage", [lambda sketches: list(sketches), lambda sketches: sketches[:50], lambda _: 7],
+                         ids=["a list", "a part of a sketch", "a number"])
+def test_an_embedder_whose_token_sketches_are_not_whole_sketches_is_refused_naming_the_method(
+        db_path, clock, embedder, damage):
+    """A library embedder's ``embed_with_tokens`` that gives anything but bytes of whole 96-byte sketches: a
+    store, an observation and a recall each fail saying what it must give, and nothing is written."""
+    class Damaging:
+        embed, embed_one = embedder.embed, embedder.embed_one
+
+        def embed_with_tokens(self, text):
+            vector, sketches = embedder.embed_with_tokens(text)
+            return vector, damage(sketches)
+    with YourMemory(db_path, user="ada", clock=clock, embedder=Damaging()) as memory:
+        for call in (lambda: memory.store("CI runs on Buildkite"), lambda: memory.recall("What runs CI?"),
+                     lambda: memory.graph.create_entities([{"name": "Ada", "entityType": "person",
+                                                            "observations": ["Writes Rust at work"]}])):
+            with pytest.raises(yourmemory.YourMemoryError, match="embed_with_tokens gave .* whole 96-byte sketches"):
+                call()
+        assert memory.db.execute("SELECT count(*) FROM memories").fetchone()[0] == 0
+        assert memory.db.execute("SELECT count(*) FROM entities").fetchone()[0] == 0
