@@ -1004,3 +1004,41 @@ def test_reindex_gives_the_memories_of_an_older_version_the_token_sketches_recal
                                    ).fetchone()[0] == embedder.embed_with_tokens(content)[1]
         assert copy.recall("What pet did Priya get?", top_k=2)["memories"][0]["content"] == ADOPTION
         assert copy.fill_token_sketches() == {"filled": 0, "without_words": 0, "total": 0}
+
+
+FENCE_WEEK = ["Nate: Long week, but I finally set up the new tank for my turtles.",
+              "Joanna: My landlord only allows cats, so Luna is my only roommate.",
+              "Nate: Good luck with the screenplay.",
+              "Joanna: I rewrote the ending twice this week.",
+              "Nate: I entered a gaming tournament last Saturday and made it to the semifinals.",
+              "Joanna: I stick to board games with my brother.",
+              "Joanna: I painted the fence with Nate yesterday.",
+              "Nate: I painted the fence with Joanna yesterday."]
+
+
+def first_answer_about_nates_painting(path, embedder, clock) -> str:
+    with YourMemory(path, user="ada", clock=clock, embedder=embedder) as store:
+        for text in FENCE_WEEK:
+            store.store(text)
+        return store.recall("What did Nate paint?", top_k=2)["memories"][0]["content"]
+
+
+def test_of_two_quotes_that_say_the_same_the_one_by_the_person_asked_about_comes_first(
+        tmp_path, embedder, clock, monkeypatch):
+    """Who said it: "What did Nate paint?" is answered by Nate's own words before Joanna's, though the model puts
+    hers a little closer (SPEAKER_SHARE set to 0 shows it). Two fresh stores: a recall strengthens what it returns."""
+    assert first_answer_about_nates_painting(tmp_path / "who.db", embedder, clock) == FENCE_WEEK[-1]
+    monkeypatch.setattr(yourmemory, "SPEAKER_SHARE", 0.0)
+    assert first_answer_about_nates_painting(tmp_path / "anyone.db", embedder, clock) == FENCE_WEEK[-2]
+
+
+@pytest.mark.parametrize("text, names, said", [
+    ("Nate: I painted the fence", {"nate", "paint"}, True),
+    ("Ludwig van Beethoven: I wrote nine symphonies", {"beethoven"}, True),
+    ("Ludwig van Beethoven: I wrote nine symphonies", {"van"}, False),  # a particle names no one
+    ("Joanna: I painted the fence with Nate", {"nate"}, False),  # named in it, not its speaker
+    ("Decision: Nate owns the release", {"decision", "nate"}, False),  # a note's label is no speaker
+    ("Nate painted the fence", {"nate"}, False),
+])
+def test_a_quote_is_said_by_a_name_of_its_speaker(text, names, said):
+    assert yourmemory.said_by_one_of(text, names) is said
