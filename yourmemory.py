@@ -1075,11 +1075,16 @@ def check_database(conn) -> dict:
                  f"the memories table {actual}"
                  for user, visibility, agent, said, actual in conn.execute(MISCOUNTED_SQL)]
     counts = {table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in COUNTED_TABLES}
-    unsketched = sum(any(ch.isalnum() for ch in content) for _, content in conn.execute(UNSKETCHED_SQL))
+    unsketched = unsketched_count(conn)
     notes = [f"{unsketched} {'memory has' if unsketched == 1 else 'memories have'} no token sketches (stored "
              "before this version kept them): recall compares them by vector and words only; `yourmemory reindex` "
              "adds them"] if unsketched else []
     return {"ok": not problems, "problems": problems, "counts": counts, "notes": notes}
+
+
+def unsketched_count(conn) -> int:
+    """Memories without token sketches that have a word to sketch: what `yourmemory reindex` would fill."""
+    return sum(any(ch.isalnum() for ch in content) for _, content in conn.execute(UNSKETCHED_SQL))
 
 
 @functools.lru_cache(maxsize=1)
@@ -7103,8 +7108,10 @@ def setup(*, force: bool = False, allow_download: bool = True) -> dict:
     nlp()
     with YourMemory() as memory:
         stats = memory.stats()
+        with memory._lock:
+            unsketched = unsketched_count(memory.db)
     return {"model": str(model_dir()), "model_source": how, "database": stats["database"],
-            "user": stats["user"], "memories": stats["memories"]["active"]}
+            "user": stats["user"], "memories": stats["memories"]["active"], "unsketched": unsketched}
 
 
 # ============================================================================
@@ -7247,6 +7254,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             report = setup(force=args.force, allow_download=not args.no_download)
             print(f"Model:    {report['model']} ({report['model_source']})")
             print(f"Database: {report['database']} (user {report['user']}, {report['memories']} memories)")
+            if report["unsketched"]:
+                print(f"          {report['unsketched']} of its memories have no token sketches (stored by an older "
+                      "version): `yourmemory reindex` adds them")
             print("\nReady. Add YourMemory to your MCP client:\n")
             print_configs()
             return 0

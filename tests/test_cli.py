@@ -191,6 +191,18 @@ def test_setup_with_a_cached_model_is_idempotent_and_prints_configs(cli):
     assert cli.db.exists()
     with YourMemory(cli.db, user=USER) as memory:
         assert memory.stats()["memories"]["active"] == 0
+    assert "token sketches" not in stdout
+
+
+def test_setup_on_a_database_from_before_token_sketches_says_to_reindex(cli, embedder):
+    with YourMemory(cli.db, user=USER, embedder=embedder) as memory:
+        for text in ("The build uses Bazel", "CI runs on Buildkite"):
+            memory.store(text)
+        memory.db.execute("DELETE FROM memory_tokens")
+    assert ("2 of its memories have no token sketches (stored by an older version): `yourmemory reindex` adds them"
+            in ok(cli("setup")))
+    ok(cli("reindex"))
+    assert "token sketches" not in ok(cli("setup"))
 
 
 def test_restore_of_an_unknown_id_fails_with_a_clear_message_and_no_traceback(cli):
