@@ -356,7 +356,8 @@ RESTATED_MIN_SIMILARITY = 0.95
 _AUXILIARIES = "is|are|was|were|do|does|did|will|would|should|can|could|has|have|had"
 _AUXILIARY = r"(" + _AUXILIARIES + r")\b"
 _NUMBER_NOUNS = r"(port|version|release|size|limit|percentage|price|cost|budget|timeout|number(?! of))s?"
-_EVENT_VERBS = r"(happens|means|matters|causes|breaks|goes|changes)\b"  # "what happens ..." asks for no name
+_EVENT_VERBS = r"(happens|means|matters|causes|breaks|goes|changes)\b"
+_WORKING = r"(work|works|working|study|studies|studying|intern|interns|interning)"  # "what happens ..." asks for no name
 ASKED_KINDS = (
     ("time", re.compile(r"(when|(at )?(what|which) (time(?! zone)|(day|date|week|weekday|month|quarter|year|hour)s?)"
                         r"|what (is|are|was) the (\w+ ){0,3}(deadline|due date)"  # "what is the deadline for ..."
@@ -368,6 +369,9 @@ ASKED_KINDS = (
                           r"|(what|which) (is|are|was|s)( \w+){0,7}? " + _NUMBER_NOUNS
                           + r"(?= (of|for|on|in|at|to|that|which|we|our|the|set|supported|" + _AUXILIARIES
                           + r")\b|$)")),
+    # "where does Aisha work now?", "where is the user's partner studying?": an employer or a school, as a name
+    # ("joined DeepMind") or a place one works at ("took a job at the city library"); not "work from", "work out"
+    ("workplace", re.compile(r"where (do|does|did|is|are|was|will) (\w+ ){1,7}?" + _WORKING + r"\b(?! (from|out)\b)")),
     ("place", re.compile(r"where\b")),
     # "which editor", "what app does", "what kind of database do", "what powers", "what tool defines";
     # not "what caused", "what happens", "what if", "what's", "what is"
@@ -400,6 +404,7 @@ TIME_DETERMINERS = {"every", "each", "next", "last", "this", "coming"}  # "every
 PATH = re.compile(r"^[~.]?/\w|://|\w/[\w.-]+/")  # "/etc/nginx", "s3://backups", "~/src/app"; not "24/7"
 PLACE_PREPOSITIONS = {"in", "at", "on", "to", "into", "onto", "from", "under", "near", "inside", "outside", "behind",
                       "beside", "within", "over", "above", "below"}
+WORKPLACE_PREPOSITIONS = {"at", "in"}  # a job at the city library, a post in the finance team; not "a thesis on"
 FIRST_PERSON = {"i": "i", "me": "i", "my": "i", "mine": "i", "myself": "i",
                 "we": "we", "us": "we", "our": "we", "ours": "we", "ourselves": "we"}
 
@@ -2924,7 +2929,8 @@ def _topic_marks(doc) -> dict[str, set[str]]:
 
 def asked_kind(question: str) -> str | None:
     """What a question asks for: "time" (when, how often), "amount" (how many, how long), "number" (which
-    port, which Python version), "place" (where), "name" (who, which tool, what app). An opening clause
+    port, which Python version), "workplace" (where one works or studies), "place" (where), "name" (who, which
+    tool, what app). An opening clause
     with no verb of its own is skipped: "When deploying to staging, which port ...?"."""
     opening, _, rest = question.partition(",")
     asking = [word.lower() for word in _runs(rest)]
@@ -2943,9 +2949,15 @@ def kind_values(doc, kind: str, asked_words: set[str]) -> set[str]:
     time for "When does the nightly build run?", and "The 3am backup job was retired" is about another job
     than "The nightly backup runs at 2am". An amount or a number counts in the subject too, unless the
     question says it: "React 19 is what the dashboard uses" names its version. A name (who, which, what
-    tool...) counts anywhere but in the question: "Buildkite runs the data team's pipelines"."""
+    tool...) counts anywhere but in the question: "Buildkite runs the data team's pipelines". A workplace is a
+    name, or a place one is at or in outside the subject ("a job at the city library"), not what a text is on
+    ("Aisha's thesis was on graph neural networks")."""
     if kind == "name":
         return {_value_words(t) for t in doc if _is_a_name(t) and not plain_words(t.text) <= asked_words}
+    if kind == "workplace":
+        return kind_values(doc, "name", asked_words) | {
+            _value_words(t) for t in doc if _names_a_place(t) and t.head.lower_ in WORKPLACE_PREPOSITIONS
+            and not _in_subject(t)}
     named = {"time": _names_a_time,
              "amount": lambda t: t.tag_ == "CD" or _has_digit(t),
              "number": lambda t: NUMBER_WORD.match(t.text) is not None,

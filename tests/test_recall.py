@@ -670,6 +670,11 @@ def test_a_less_similar_fact_naming_another_answer_comes_first_when_it_says_a_ch
     ("Which year did we launch the app?", "time"),
     ("What week is the offsite?", "time"),
     ("Which quarter does the migration ship in?", "time"),
+    ("Where does Aisha work now?", "workplace"),
+    ("Where is the user's partner studying?", "workplace"),
+    ("Where does Carlos work from?", "place"),  # where he sits, not for whom
+    ("Where does Hana work out?", "place"),
+    ("Where does Carla live?", "place"),
 ])
 def test_what_a_question_asks_for(question, kind):
     assert yourmemory.asked_kind(question) == kind
@@ -732,6 +737,10 @@ def test_what_a_text_names_of_what_is_asked(text, kind, names):
     ("Since March I take notes on paper.", "name", "What app does the user take notes in?", False),
     ("React 19 is what the dashboard uses.", "number", "Which React version does the dashboard use?", True),
     ("The nightly build is owned by the platform team.", "time", "When does the nightly build run?", False),
+    ("Aisha finished her PhD and joined DeepMind.", "workplace", "Where does Aisha work now?", True),
+    ("Ingrid took a job at the city library.", "workplace", "Where does Ingrid work?", True),
+    ("Aisha's thesis was on graph neural networks.", "workplace", "Where does Aisha work now?", False),  # a topic
+    ("Aisha's thesis was on graph neural networks.", "place", "Where is the thesis?", True),
 ])
 def test_what_a_text_names_besides_the_words_of_the_question(text, kind, question, names):
     """A name counts wherever it stands, the subject too, unless the question says it."""
@@ -857,6 +866,26 @@ def test_a_fact_that_names_what_is_asked_moves_above_a_merely_related_one(memory
     answer = memory.store("Growth standup is at 10:15.")
     top = memory.recall("What time is the growth team's standup?", top_k=2)["memories"]
     assert top[0]["id"] == answer["id"] and top[0]["via"] == "answer"
+
+
+def aisha_now(memory) -> list[str]:
+    for text in ("Aisha is doing a PhD at Imperial College.", "Aisha finished her PhD and joined DeepMind.",
+                 "Aisha's thesis was on graph neural networks.", "The team lunch is on Fridays."):
+        memory.store(text)
+    return [m["content"] for m in memory.recall("Where does Aisha work now?", top_k=2)["memories"]]
+
+
+def test_where_someone_works_is_answered_by_an_employer_not_by_what_a_text_is_on(tmp_path, embedder, clock,
+                                                                                   monkeypatch):
+    """"Where does Aisha work?" asks for an employer or a place of work: "joined DeepMind" names one, and "on graph
+    neural networks" is no place of work. Asked as any "where" (a place), the thesis named the only place and was
+    moved above the answer. (Two fresh stores: a recall strengthens what it returns.)"""
+    with YourMemory(tmp_path / "work.db", user="ada", clock=clock, embedder=embedder) as memory:
+        assert aisha_now(memory)[0] == "Aisha finished her PhD and joined DeepMind."
+    real = yourmemory.asked_kind
+    monkeypatch.setattr(yourmemory, "asked_kind", lambda q: "place" if real(q) == "workplace" else real(q))
+    with YourMemory(tmp_path / "place.db", user="ada", clock=clock, embedder=embedder) as memory:
+        assert aisha_now(memory)[0] == "Aisha's thesis was on graph neural networks."
 
 
 def test_an_announced_change_still_comes_first_when_it_names_no_answer(memory, clock):
