@@ -117,7 +117,8 @@ ANSWER_SHARE = 0.4
 # cosine to that centre, above the candidates' average, off its cosine (LoCoMo turns, fusion_lab).
 TYPICAL_PENALTY = 0.2
 # Who said it: a memory that quotes someone ("Nate: I got a second turtle") gains SPEAKER_SHARE when the query
-# names them ("What pets does Nate have?"). Where a few people speak, their names are on so many memories that
+# names them ("What pets does Nate have?"); so does a graph observation ("Priya: ...") or a labelled note whose
+# label the query says. Where a few people speak, their names are on so many memories that
 # BM25 gives them next to no weight, yet what a person said is twice as likely to answer a question about them
 # (LoCoMo turns: 0.750 / 0.820 / 0.873 -> 0.752 / 0.822 / 0.876 at 5 / 10 / 20, BENCHMARKS.md, thirty-second session).
 SPEAKER_SHARE = 0.03
@@ -1037,21 +1038,22 @@ def _disk_is_full(path: str | Path) -> bool:
 def check_database(conn) -> dict:
     """Check that the FTS index, the vectors, the graph and the knowledge graph agree with the memories table.
 
-    Returns ``{"ok": bool, "problems": [...], "counts": {...}}``. Reads only, except FTS5's
-    own integrity-check command, which must be issued as an INSERT (it changes nothing).
+    Returns ``{"ok": bool, "problems": [...], "counts": {...}, "notes": [...]}``: notes say what is not wrong
+    but worth doing (memories without token sketches). Reads only, except FTS5's own integrity-check command,
+    which must be issued as an INSERT (it changes nothing).
     """
     problems: list[str] = []
     problems += [f"integrity_check: {line}" for (line,) in conn.execute("PRAGMA integrity_check") if line != "ok"]
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version != SCHEMA_VERSION:
         problems.append(f"schema version {version}, expected {SCHEMA_VERSION}")
-        return {"ok": False, "problems": problems, "counts": {}}
+        return {"ok": False, "problems": problems, "counts": {}, "notes": []}
     present = set(conn.execute("SELECT type, name FROM sqlite_master"))
     missing = sorted(expected_schema() - present)
     if missing:  # every later check could fail on a missing table: say what is missing and stop
         problems += [f"the {kind} {name} is missing (restore a backup: `yourmemory restore-backup`)"
                      for kind, name in missing]
-        return {"ok": False, "problems": problems, "counts": {}}
+        return {"ok": False, "problems": problems, "counts": {}, "notes": []}
     problems += [f"foreign key: {table} row {rowid} points to a missing {parent} row"
                  for table, rowid, parent, _ in conn.execute("PRAGMA foreign_key_check")]
     try:
@@ -1088,8 +1090,13 @@ def check_database(conn) -> dict:
 
 
 def unsketched_count(conn) -> int:
-    """Memories without token sketches that have a word to sketch: what `yourmemory reindex` would fill."""
-    return sum(any(ch.isalnum() for ch in content) for _, content in conn.execute(UNSKETCHED_SQL))
+    """Memories (every user's) without token sketches that have a word to sketch: what `reindex` fills."""
+    return sum(has_a_word(content) for _, content in conn.execute(UNSKETCHED_SQL))
+
+
+def has_a_word(text: str) -> bool:
+    """A letter or a digit: the tokenizer makes at least one token to sketch of it (``sketched_tokens``)."""
+    return any(ch.isalnum() for ch in text)
 
 
 @functools.lru_cache(maxsize=1)
@@ -1436,7 +1443,7 @@ def checked_sketches(sketches) -> bytes | None:
     it should give (rather than a database error, or damaged sketches found later by ``doctor``)."""
     if sketches is None:
         return None
-    if isinstance(sketches, (bytes, bytearray, memoryview)) and len(sketches) % (8 * SKETCH_WORDS) == 0:
+    if isinstance(sketches, (bytes, bytearray, memoryview)) and len(bytes(sketches)) % (8 * SKETCH_WORDS) == 0:
         return bytes(sketches)
     given = type(sketches).__name__ + (f" of length {len(sketches)}" if hasattr(sketches, "__len__") else "")
     raise YourMemoryError(
@@ -1881,7 +1888,8 @@ def speaker(text: str) -> str | None:
 
 
 def said_by_one_of(text: str, names: set[str]) -> bool:
-    """Whether ``text`` quotes someone ("Nate Cole: ...") one of whose names is among ``names`` (lower case)."""
+    """Whether ``text`` quotes someone ("Nate Cole: ...") one of whose names is among ``names`` (lower case); any
+    label that ``speaker`` takes for a name counts ("Priya: ..." of a graph observation, "Meeting Notes: ...")."""
     quoted = speaker(text)
     return bool(quoted and (plain_words(quoted) - set(NAME_PARTICLES)) & names)
 
@@ -5157,35 +5165,38 @@ class YourMemory:
     # -- upkeep ---------------------------------------------------------------------
 
     def doctor(self) -> dict:
-        """Check the whole database: ``{"ok", "problems", "counts"}`` (see ``check_database``)."""
+        """Check the whole database: ``{"ok", "problems", "counts", "notes"}`` (see ``check_database``)."""
         with self._lock:
             return {"database": str(self.path), **check_database(self.db)}
 
     def fill_token_sketches(self, *, on_progress: Callable[[int, int], None] | None = None) -> dict:
         """Give each memory without token sketches (stored before this version kept them, or through an embedder
         that gives none) those of its text, so that recall's late interaction compares it too. Every user's
-        memories, ``SKETCH_FILL_BATCH`` at a time, each batch in its own transaction: an interruption keeps what
-        was done, and running it again finishes. ``on_progress(done, total)`` after each batch. Returns
-        ``{"filled", "without_words", "total"}``: a text with no letter or digit has no token to sketch."""
+        memories that hold a letter or a digit (``unsketched_count``), ``SKETCH_FILL_BATCH`` at a time, each batch
+        in its own transaction: an interruption keeps what was done, and running it again finishes.
+        ``on_progress(done, total)`` after each batch. Returns ``{"filled", "total", "changed"}``: a memory
+        changed or forgotten meanwhile keeps what that left (its new text's sketches, or none)."""
         if not getattr(self.embedder, "embed_with_tokens", None):
             raise YourMemoryError("this embedder gives no token sketches (it has no embed_with_tokens)")
+        if self.read_only:
+            raise StorageError(f"{self.path} is open read-only: no token sketches can be added")
         with self._lock:
-            missing = self.db.execute(UNSKETCHED_SQL).fetchall()
-        filled = without_words = 0
+            missing = [(memory_id, content) for memory_id, content in self.db.execute(UNSKETCHED_SQL)
+                       if has_a_word(content)]
+        filled = 0
         for start in range(0, len(missing), SKETCH_FILL_BATCH):
             batch = missing[start:start + SKETCH_FILL_BATCH]
             embedded = self._embed_many([content for _, content in batch])
             with self._lock, transaction(self.db):
                 for (memory_id, content), (_, sketches) in zip(batch, embedded):
-                    without_words += not sketches
-                    if sketches:  # unless the memory was changed or forgotten meanwhile (a change keeps its own)
+                    if sketches:  # the text it was embedded from must still be the memory's
                         filled += self.db.execute(
                             """INSERT INTO memory_tokens (memory_id, sketches)
                                SELECT id, ? FROM memories WHERE id = ? AND content = ?
                                ON CONFLICT (memory_id) DO NOTHING""", (sketches, memory_id, content)).rowcount
             if on_progress:
                 on_progress(start + len(batch), len(missing))
-        return {"filled": filled, "without_words": without_words, "total": len(missing)}
+        return {"filled": filled, "total": len(missing), "changed": len(missing) - filled}
 
     def backup(self, path: str | Path) -> Path:
         """Write a checked copy of the whole database (every user) to a new file ``path``."""
@@ -7267,8 +7278,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"Model:    {report['model']} ({report['model_source']})")
             print(f"Database: {report['database']} (user {report['user']}, {report['memories']} memories)")
             if report["unsketched"]:
-                print(f"          {report['unsketched']} of its memories have no token sketches (stored by an older "
-                      "version): `yourmemory reindex` adds them")
+                print(f"          {report['unsketched']} memories in it (every user's) have no token sketches, stored "
+                      "by an older version: `yourmemory reindex` adds them")
             print("\nReady. Add YourMemory to your MCP client:\n")
             print_configs()
             return 0
@@ -7390,8 +7401,8 @@ def run_reindex(memory: YourMemory) -> int:
         print("Every memory already has its token sketches.")
         return 0
     print(f"Added token sketches to {report['filled']} of {report['total']} memories that had none"
-          + (f"; {report['without_words']} hold no letter or digit to sketch" if report["without_words"] else "")
-          + ".")
+          + (f"; {report['changed']} were changed or forgotten meanwhile and keep what that left"
+             if report["changed"] else "") + ".")
     return 0
 
 

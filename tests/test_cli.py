@@ -199,8 +199,8 @@ def test_setup_on_a_database_from_before_token_sketches_says_to_reindex(cli, emb
         for text in ("The build uses Bazel", "CI runs on Buildkite"):
             memory.store(text)
         memory.db.execute("DELETE FROM memory_tokens")
-    assert ("2 of its memories have no token sketches (stored by an older version): `yourmemory reindex` adds them"
-            in ok(cli("setup")))
+    assert ("2 memories in it (every user's) have no token sketches, stored by an older version: "
+            "`yourmemory reindex` adds them" in ok(cli("setup")))
     ok(cli("reindex"))
     assert "token sketches" not in ok(cli("setup"))
 

@@ -1027,12 +1027,12 @@ def test_reindex_gives_the_memories_of_an_older_version_the_token_sketches_recal
         old.backup(tmp_path / "copy.db")
         assert old.recall("What pet did Priya get?", top_k=2)["memories"][0]["content"] == DINNER
     with YourMemory(tmp_path / "copy.db", user="ada", clock=clock, embedder=embedder) as copy:
-        assert copy.fill_token_sketches() == {"filled": 4, "without_words": 0, "total": 4}
+        assert copy.fill_token_sketches() == {"filled": 4, "total": 4, "changed": 0}
         for memory_id, content in copy.db.execute("SELECT id, content FROM memories"):
             assert copy.db.execute("SELECT sketches FROM memory_tokens WHERE memory_id = ?", (memory_id,)
                                    ).fetchone()[0] == embedder.embed_with_tokens(content)[1]
         assert copy.recall("What pet did Priya get?", top_k=2)["memories"][0]["content"] == ADOPTION
-        assert copy.fill_token_sketches() == {"filled": 0, "without_words": 0, "total": 0}
+        assert copy.fill_token_sketches() == {"filled": 0, "total": 0, "changed": 0}
 
 
 FENCE_WEEK = ["Nate: Long week, but I finally set up the new tank for my turtles.",

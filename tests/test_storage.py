@@ -211,18 +211,21 @@ class ChangingWhileItEmbeds:
 
 
 def test_reindex_keeps_the_sketches_of_a_text_changed_or_forgotten_while_it_embeds(db_path, clock, embedder):
-    """The sketches of a memory's old text are not written over those its update made, nor for a forgotten one."""
+    """The sketches of a memory's old text are not written for its new one, whether its update made sketches of
+    its own or none (a text with no word), nor for a forgotten one."""
     model = ChangingWhileItEmbeds(embedder)
     with YourMemory(db_path, user="ada", clock=clock, embedder=model) as memory:
-        changed, forgotten, kept = (memory.store(text)["id"] for text in (
-            "The release checklist lives in the wiki", "Standup is at 9:30 on weekdays", "CI runs on Buildkite"))
+        changed, emptied, forgotten, kept = (memory.store(text)["id"] for text in (
+            "The release checklist lives in the wiki", "Ada's desk is by the window",
+            "Standup is at 9:30 on weekdays", "CI runs on Buildkite"))
         memory.db.execute("DELETE FROM memory_tokens")
         model.meanwhile = lambda: (memory.update(changed, "The release checklist moved to the docs folder"),
-                                   memory.forget(forgotten))
-        assert memory.fill_token_sketches() == {"filled": 1, "without_words": 0, "total": 3}
+                                   memory.update(emptied, "— — —"), memory.forget(forgotten))
+        assert memory.fill_token_sketches() == {"filled": 1, "total": 4, "changed": 3}
         assert dict(memory.db.execute("SELECT memory_id, sketches FROM memory_tokens")) == {
             changed: embedder.embed_with_tokens("The release checklist moved to the docs folder")[1],
             kept: embedder.embed_with_tokens("CI runs on Buildkite")[1]}
+        assert memory.fill_token_sketches() == {"filled": 0, "total": 0, "changed": 0}  # "— — —" has no word
 
 
 def test_reindex_needs_an_embedder_that_sketches_tokens(db_path, clock, embedder):
@@ -246,6 +249,9 @@ def test_an_embedder_whose_token_sketches_are_not_whole_sketches_is_refused_nami
         def embed_with_tokens(self, text):
             vector, sketches = embedder.embed_with_tokens(text)
             return vector, damage(sketches)
+
+        def embed_many_with_tokens(self, texts):  # what the knowledge graph's texts go through
+            return [(vector, damage(sketches)) for vector, sketches in embedder.embed_many_with_tokens(texts)]
     with YourMemory(db_path, user="ada", clock=clock, embedder=Damaging()) as memory:
         for call in (lambda: memory.store("CI runs on Buildkite"), lambda: memory.recall("What runs CI?"),
                      lambda: memory.graph.create_entities([{"name": "Ada", "entityType": "person",
