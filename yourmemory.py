@@ -357,8 +357,8 @@ RESTATED_MIN_SIMILARITY = 0.95
 _AUXILIARIES = "is|are|was|were|do|does|did|will|would|should|can|could|has|have|had"
 _AUXILIARY = r"(" + _AUXILIARIES + r")\b"
 _NUMBER_NOUNS = r"(port|version|release|size|limit|percentage|price|cost|budget|timeout|number(?! of))s?"
-_EVENT_VERBS = r"(happens|means|matters|causes|breaks|goes|changes)\b"
-_WORKING = r"(work|works|working|study|studies|studying|intern|interns|interning)"  # "what happens ..." asks for no name
+_EVENT_VERBS = r"(happens|means|matters|causes|breaks|goes|changes)\b"  # "what happens ..." asks for no name
+_WORKING = r"(work|works|working|study|studies|studying|intern|interns|interning)"
 ASKED_KINDS = (
     ("time", re.compile(r"(when|(at )?(what|which) (time(?! zone)|(day|date|week|weekday|month|quarter|year|hour)s?)"
                         r"|what (is|are|was) the (\w+ ){0,3}(deadline|due date)"  # "what is the deadline for ..."
@@ -1438,16 +1438,16 @@ def token_sketches(hidden, tokens: Sequence[str]) -> bytes:
     return np.packbits(hidden[kept] > 0, axis=1).tobytes() if kept else b""
 
 
-def checked_sketches(sketches) -> bytes | None:
-    """What a library embedder's ``embed_with_tokens`` gave as sketches, as bytes, or an error that says what
-    it should give (rather than a database error, or damaged sketches found later by ``doctor``)."""
+def checked_sketches(sketches, method: str = "embed_with_tokens") -> bytes | None:
+    """What a library embedder's ``method`` gave as sketches, as bytes, or an error that says what it should
+    give (rather than a database error, or damaged sketches found later by ``doctor``)."""
     if sketches is None:
         return None
     if isinstance(sketches, (bytes, bytearray, memoryview)) and len(bytes(sketches)) % (8 * SKETCH_WORDS) == 0:
         return bytes(sketches)
     given = type(sketches).__name__ + (f" of length {len(sketches)}" if hasattr(sketches, "__len__") else "")
     raise YourMemoryError(
-        f"the embedder's embed_with_tokens gave {given} as token sketches: they must be bytes holding whole "
+        f"the embedder's {method} gave {given} as token sketches: they must be bytes holding whole "
         f"{8 * SKETCH_WORDS}-byte sketches, as token_sketches makes them (or None); nothing was written")
 
 
@@ -4431,7 +4431,7 @@ class YourMemory:
     def _embed_many(self, texts: Sequence[str]) -> list[tuple[Any, bytes | None]]:
         """``_embed`` for many texts at once (``Embedder.embed_many_with_tokens``), with what the embedder has."""
         if many := getattr(self.embedder, "embed_many_with_tokens", None):
-            return [(vector, checked_sketches(sketches)) for vector, sketches in many(texts)]
+            return [(vector, checked_sketches(sketches, "embed_many_with_tokens")) for vector, sketches in many(texts)]
         if getattr(self.embedder, "embed_with_tokens", None):
             return [self._embed(text) for text in texts]
         return [(vector, None) for vector in self.embedder.embed(texts)]
