@@ -1378,10 +1378,7 @@ class Embedder:
 
     def embed_with_tokens(self, text: str):
         """``embed_one``'s vector and the text's token sketches (``token_sketches``), from the same model run."""
-        self.load()
-        import numpy as np
-        vectors, hidden, encodings = self._run([text])
-        return vectors[0].astype(np.float32), token_sketches(hidden[0], encodings[0].tokens)
+        return self.embed_many_with_tokens([text])[0]
 
     def embed_many_with_tokens(self, texts: Sequence[str]) -> list[tuple[Any, bytes]]:
         """``embed_with_tokens`` for many texts, in ``embed``'s batches (a third faster than one run a text):
@@ -1443,8 +1440,9 @@ def checked_sketches(sketches, method: str = "embed_with_tokens") -> bytes | Non
     give (rather than a database error, or damaged sketches found later by ``doctor``)."""
     if sketches is None:
         return None
-    if isinstance(sketches, (bytes, bytearray, memoryview)) and len(bytes(sketches)) % (8 * SKETCH_WORDS) == 0:
-        return bytes(sketches)
+    data = bytes(sketches) if isinstance(sketches, (bytes, bytearray, memoryview)) else None
+    if data is not None and len(data) % (8 * SKETCH_WORDS) == 0:
+        return data
     given = type(sketches).__name__ + (f" of length {len(sketches)}" if hasattr(sketches, "__len__") else "")
     raise YourMemoryError(
         f"the embedder's {method} gave {given} as token sketches: they must be bytes holding whole "
@@ -1454,7 +1452,7 @@ def checked_sketches(sketches, method: str = "embed_with_tokens") -> bytes | Non
 def sketched_tokens(tokens: Sequence[str]) -> list[int]:
     """The positions of the tokens that get a sketch: those holding a letter or a digit."""
     return [i for i, token in enumerate(tokens)
-            if token not in ("<s>", "</s>", "<pad>") and any(ch.isalnum() for ch in token)]
+            if token not in ("<s>", "</s>", "<pad>") and has_a_word(token)]
 
 
 # ============================================================================
