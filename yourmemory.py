@@ -1887,9 +1887,18 @@ def speaker(text: str) -> str | None:
 
 def said_by_one_of(text: str, names: set[str]) -> bool:
     """Whether ``text`` quotes someone ("Nate Cole: ...") one of whose names is among ``names`` (lower case); any
-    label that ``speaker`` takes for a name counts ("Priya: ..." of a graph observation, "Meeting Notes: ...")."""
-    quoted = speaker(text)
-    return bool(quoted and (plain_words(quoted) - set(NAME_PARTICLES)) & names)
+    label that ``speaker`` takes for a name counts ("Priya: ..." of a graph observation, "Meeting Notes: ...").
+    A particle written in lower case names no one ("van" of "Ludwig van Beethoven"); "Al:" is Al."""
+    match = _SPEAKER.match(text)
+    label = _runs(match.group(1)) if match else []
+    return bool({word.lower() for word in label if not (word.islower() and word in NAME_PARTICLES)} & names)
+
+
+def people_named(query: str) -> set[str]:
+    """The words of a query that may name someone it asks about (lower case): its words less stop words, and
+    every capitalised word after the first, stop word or not ("What did Will paint?" names Will)."""
+    words = _runs(query)
+    return {word.lower() for word in words} - STOPWORDS | {word.lower() for word in words[1:] if _is_name(word)}
 
 
 def strip_speaker(text: str) -> str:
@@ -4724,7 +4733,7 @@ class YourMemory:
         typical = self._typicality(found, caller.read_scopes())
         max_bm25 = max((lexical.get(memory_id, 0.0) for memory_id in found), default=0.0)
         rows = self._memory_rows(found)
-        named = plain_words(query) - STOPWORDS
+        named = people_named(query)
         for memory_id, c in found.items():
             c["row"], c["bm25"] = rows[memory_id], lexical.get(memory_id, 0.0)
             cosine = c["similarity"] - TYPICAL_PENALTY * typical.get(memory_id, 0.0)

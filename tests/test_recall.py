@@ -1065,9 +1065,21 @@ def test_of_two_quotes_that_say_the_same_the_one_by_the_person_asked_about_comes
     ("Nate: I painted the fence", {"nate", "paint"}, True),
     ("Ludwig van Beethoven: I wrote nine symphonies", {"beethoven"}, True),
     ("Ludwig van Beethoven: I wrote nine symphonies", {"van"}, False),  # a particle names no one
+    ("Al: I fixed the bike", {"al"}, True),  # unless it is the name, capitalised
+    ("Ahmed al Rashid: I fixed the bike", {"al"}, False),
     ("Joanna: I painted the fence with Nate", {"nate"}, False),  # named in it, not its speaker
     ("Decision: Nate owns the release", {"decision", "nate"}, False),  # a note's label is no speaker
     ("Nate painted the fence", {"nate"}, False),
 ])
 def test_a_quote_is_said_by_a_name_of_its_speaker(text, names, said):
     assert yourmemory.said_by_one_of(text, names) is said
+
+
+@pytest.mark.parametrize("query, names, not_names", [
+    ("What did Will paint?", {"will", "paint"}, set()),  # a name that is also a stop word
+    ("Will Nate paint the fence?", {"nate", "paint", "fence"}, {"will"}),  # the question's first word is none
+    ("What did May say about June?", {"may", "june", "say"}, {"what", "did", "about"}),
+])
+def test_a_query_names_people_whose_names_are_also_words(query, names, not_names):
+    named = yourmemory.people_named(query)
+    assert names <= named and not (not_names & named)
