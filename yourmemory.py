@@ -137,12 +137,15 @@ LATE_MIN_SPREAD = 0.05
 LATE_STOP_SHARE = 0.15
 LATE_MIN_IDF = 0.01
 
-# Vector search: candidates by the Hamming distance of one-bit sketches, then exact cosine.
-# Candidates rescored: 10 per neighbour asked for, at least 200 per scope (a scope this small is
-# searched exactly). Recall asks for 40 and rescores 400; a store asks for its 10 neighbours and
-# rescores 200, which find the exact 10 in 0.999 of searches at 100k (BENCHMARKS.md).
+# Vector search: candidates by the Hamming distance of one-bit sketches, ranked again by int8 codes in
+# RAM, then exact cosine from SQLite for the best of them. Candidates: 10 per neighbour asked for, at least
+# 200 per scope (a scope this small is searched exactly). Recall asks for 40 and ranks 400; a store asks for
+# its 10 neighbours and ranks 200, which find the exact 10 in 0.999 of searches at 100k (BENCHMARKS.md).
+# Where the sketches cut, the codes keep CODE_MARGIN more than were asked for: reading 400 vectors from SQLite
+# was most of a search, and on LoCoMo's questions and the scale corpus the codes' order lost none of the exact top k.
 SKETCH_MIN_CANDIDATES = 200
 SKETCH_OVERSAMPLE = 10
+CODE_MARGIN = 10
 VECTOR_LOG_KEPT = 10_000            # changes kept for other processes to catch up; beyond, they reload
 
 # Graph: new memories link to existing ones at cosine >= 0.4 (weight = cosine * verb weight).
@@ -3726,15 +3729,15 @@ DAY = 86400.0
 
 
 class VectorIndex:
-    """The first stage of vector search: a one-bit sketch of every active vector, held in RAM.
+    """The first stages of vector search: a one-bit sketch and an int8 code of every active vector, in RAM.
 
     A sketch keeps the sign of each of the 768 dimensions (96 bytes). The Hamming distance of
     two sketches tracks the angle between the vectors, and numpy counts it over 100k sketches
     faster than it can multiply the float vectors, where sqlite-vec's own scans measured 1.8x
     (bit[768], k = 200) and 10.5x (float) slower than numpy (benchmarks/vector_lab.py, 50k
-    vectors). The sketches only choose candidates:
-    ``YourMemory._nearest`` rescores them with sqlite-vec's exact cosine from SQLite, so a
-    scope of up to ``SKETCH_MIN_CANDIDATES`` vectors is searched exactly.
+    vectors). The sketches only choose candidates; their codes (``vector_codes``, 768 bytes: 77 MB of
+    RAM for 100k memories) rank those again, and ``nearest_vectors`` rescores the best with sqlite-vec's
+    exact cosine from SQLite, so a scope of up to ``SKETCH_MIN_CANDIDATES`` vectors is searched exactly.
 
     SQLite stays the only truth. A trigger logs every change to ``memory_vectors`` in
     ``vector_changes``; ``refresh`` replays the changes since the last one seen, which is how
@@ -3770,15 +3773,15 @@ class VectorIndex:
         self.scopes, self.scope_of = {}, {}
         rows = conn.execute("SELECT memory_id, scope, embedding FROM memory_vectors WHERE active = 1")
         while batch := rows.fetchmany(4096):
-            for memory_id, scope, blob in batch:
-                self._put(memory_id, scope, blob)
+            self._put_many(batch)
         for sketches in self.scopes.values():
             sketches.positive()  # counted once here, in blocks (36 ms at 100k), then kept current
 
-    def candidates(self, vector, scope: str, n: int) -> list[int]:
-        """Up to ``n`` ids of active vectors in ``scope`` whose sketches are nearest ``vector``'s."""
+    def candidates(self, vector, scope: str, n: int, keep: int | None = None) -> list[int]:
+        """Up to ``n`` ids of active vectors in ``scope`` whose sketches are nearest ``vector``'s; with
+        ``keep``, only the ``keep`` of them whose codes are nearest ``vector``."""
         sketches = self.scopes.get(scope)
-        return sketches.nearest(sketch(vector), n) if sketches else []
+        return sketches.nearest(vector, n, keep) if sketches else []
 
     def centre(self, scopes: list[str]):
         """The direction all active vectors in ``scopes`` share, as a unit vector, or None if there is none.
@@ -3799,14 +3802,19 @@ class VectorIndex:
             "(SELECT value FROM json_each(?))", (json.dumps(sorted(memory_ids)),))}
         for memory_id in memory_ids:
             self._drop(memory_id)
-            if memory_id in current:
-                self._put(memory_id, *current[memory_id])
+        self._put_many([(memory_id, *current[memory_id]) for memory_id in memory_ids if memory_id in current])
 
-    def _put(self, memory_id: int, scope: str, blob: bytes) -> None:
-        if len(blob) != 4 * EMBEDDING_DIM:
-            return  # a damaged vector (doctor reports it): the memory is found by its words only
-        self.scopes.setdefault(scope, _ScopeSketches()).put(memory_id, sketch(blob))
-        self.scope_of[memory_id] = scope
+    def _put_many(self, rows: list[tuple[int, str, bytes]]) -> None:
+        """Sketch and code (memory id, scope, float32 blob) rows, a scope's at once."""
+        import numpy as np
+        by_scope: dict[str, list[tuple[int, bytes]]] = {}
+        for memory_id, scope, blob in rows:
+            if len(blob) == 4 * EMBEDDING_DIM:  # else damaged (doctor reports it): found by its words only
+                by_scope.setdefault(scope, []).append((memory_id, blob))
+        for scope, found in by_scope.items():
+            vectors = np.frombuffer(b"".join(blob for _, blob in found), dtype=np.float32).reshape(len(found), -1)
+            self.scopes.setdefault(scope, _ScopeSketches()).put_many([memory_id for memory_id, _ in found], vectors)
+            self.scope_of.update((memory_id, scope) for memory_id, _ in found)
 
     def _drop(self, memory_id: int) -> None:
         scope = self.scope_of.pop(memory_id, None)
@@ -3825,38 +3833,54 @@ def nearest_vectors(conn, index: VectorIndex, vector, scopes: list[str], k: int)
                WHERE memory_id IN (SELECT value FROM json_each(:ids)) AND scope = :scope AND active = 1
                  AND length(embedding) = :bytes""",
             {"vector": vector_blob(vector), "scope": scope, "bytes": 4 * EMBEDDING_DIM,
-             "ids": json.dumps(index.candidates(vector, scope, wanted))}).fetchall()
+             "ids": json.dumps(index.candidates(vector, scope, wanted, k + CODE_MARGIN))}).fetchall()
     found = [(memory_id, float(similarity)) for memory_id, similarity in found
              if similarity is not None and math.isfinite(similarity)]  # a damaged vector: skipped
     return sorted(found, key=lambda row: -row[1])[:k]
 
 
 class _ScopeSketches:
-    """The sketches of one scope, word by word: ``bits[w]`` holds word w of every sketch, so the
-    Hamming distance is 12 additions of long contiguous rows rather than a short sum per sketch,
-    which numpy does slowly. A removal moves the last sketch into the gap."""
+    """The sketches and codes of one scope. Sketches are kept word by word: ``bits[w]`` holds word w
+    of every sketch, so the Hamming distance is 12 additions of long contiguous rows rather than a
+    short sum per sketch, which numpy does slowly. A removal moves the last row into the gap."""
 
     def __init__(self):
         import numpy as np
         self.ids = np.zeros(64, dtype=np.int64)
         self.bits = np.zeros((SKETCH_WORDS, 64), dtype=np.uint64)
+        self.codes = np.zeros((64, EMBEDDING_DIM), dtype=np.int8)
+        self.inverse_norms = np.zeros(64, dtype=np.float32)  # of each code, so that codes rank by cosine
         self.size, self.row = 0, {}
         self._positive = None  # per dimension, how many vectors are > 0; counted when first asked for
 
-    def put(self, memory_id: int, bits) -> None:
+    def put(self, memory_id: int, vector) -> None:
         import numpy as np
-        if memory_id in self.row:
-            self._count(self.bits[:, self.row[memory_id]], -1)
-            self.bits[:, self.row[memory_id]] = bits
-            self._count(bits, +1)
-            return
+        self.put_many([memory_id], np.asarray(vector, dtype=np.float32).reshape(1, -1))
+
+    def put_many(self, memory_ids: list[int], vectors) -> None:
+        """Add (or replace) the sketches and codes of ``vectors`` (an (n, 768) float array), one per id."""
+        import numpy as np
+        bits = np.packbits(vectors > 0, axis=1).view(np.uint64)
+        codes, inverse_norms = vector_codes(vectors)
+        for i, memory_id in enumerate(memory_ids):
+            row = self.row.get(memory_id)
+            if row is None:
+                row = self._new_row(memory_id)
+            else:
+                self._count(self.bits[:, row], -1)
+            self.bits[:, row], self.codes[row], self.inverse_norms[row] = bits[i], codes[i], inverse_norms[i]
+            self._count(bits[i], +1)
+
+    def _new_row(self, memory_id: int) -> int:
+        import numpy as np
         if self.size == len(self.ids):
             self.ids = np.concatenate([self.ids, np.zeros_like(self.ids)])
             self.bits = np.concatenate([self.bits, np.zeros_like(self.bits)], axis=1)
-        self.ids[self.size], self.bits[:, self.size] = memory_id, bits
-        self.row[memory_id] = self.size
+            self.codes = np.concatenate([self.codes, np.zeros_like(self.codes)])
+            self.inverse_norms = np.concatenate([self.inverse_norms, np.zeros_like(self.inverse_norms)])
+        self.ids[self.size], self.row[memory_id] = memory_id, self.size
         self.size += 1
-        self._count(bits, +1)
+        return self.size - 1
 
     def drop(self, memory_id: int) -> None:
         row, last = self.row.pop(memory_id, None), self.size - 1
@@ -3865,6 +3889,7 @@ class _ScopeSketches:
         self._count(self.bits[:, row], -1)
         if row != last:
             self.ids[row], self.bits[:, row] = self.ids[last], self.bits[:, last]
+            self.codes[row], self.inverse_norms[row] = self.codes[last], self.inverse_norms[last]
             self.row[int(self.ids[row])] = row
         self.size = last
 
@@ -3883,10 +3908,22 @@ class _ScopeSketches:
         if self._positive is not None:  # else counted when first asked for: loading stays one pass
             self._positive += sign * np.unpackbits(np.ascontiguousarray(bits).view(np.uint8)).astype(np.int64)
 
-    def nearest(self, query_bits, n: int) -> list[int]:
+    def nearest(self, vector, n: int, keep: int | None = None) -> list[int]:
+        """The ids of the ``n`` sketches nearest ``vector``'s, or of the ``keep`` of them whose codes are nearest
+        it. A scope of no more than ``n`` is returned whole: searched exactly, whatever ``keep`` says."""
         import numpy as np
         if self.size <= n:
             return self.ids[:self.size].tolist()
+        values = np.frombuffer(vector, dtype=np.float32) if isinstance(vector, bytes) else np.asarray(vector)
+        rows = self._nearest_sketches(sketch(values), n)
+        if keep is not None and keep < len(rows):
+            closeness = (self.codes[rows].astype(np.float32) @ values.astype(np.float32)) * self.inverse_norms[rows]
+            rows = rows[np.argpartition(-closeness, keep - 1)[:keep]]
+        return self.ids[rows].tolist()
+
+    def _nearest_sketches(self, query_bits, n: int):
+        """The rows of the ``n`` sketches nearest ``query_bits``, of more than ``n``."""
+        import numpy as np
         distances = np.empty(self.size, dtype=np.uint16)
         for start in range(0, self.size, SKETCH_CHUNK):  # blocks that stay in the CPU cache: 20% faster at 100k
             end = min(self.size, start + SKETCH_CHUNK)
@@ -3897,7 +3934,7 @@ class _ScopeSketches:
         cut = int(np.searchsorted(np.cumsum(np.bincount(distances, minlength=EMBEDDING_DIM + 1)), n))
         inside = np.flatnonzero(distances < cut)
         at_cut = np.flatnonzero(distances == cut)[:n - len(inside)]
-        return self.ids[np.concatenate([inside, at_cut])].tolist()
+        return np.concatenate([inside, at_cut])
 
 
 SKETCH_WORDS = EMBEDDING_DIM // 64
@@ -3909,6 +3946,17 @@ def sketch(vector):
     import numpy as np
     values = np.frombuffer(vector, dtype=np.float32) if isinstance(vector, bytes) else np.asarray(vector)
     return np.packbits(values > 0).view(np.uint64)
+
+
+def vector_codes(vectors):
+    """Each row of ``vectors`` scaled to whole numbers in -127..127 by its largest value (int8 codes), and the
+    inverse of each code's norm: a code's cosine to a query differs from its vector's by about 0.001."""
+    import numpy as np
+    vectors = np.nan_to_num(vectors)  # a damaged vector gets some code; the exact cosine leaves it out
+    peaks = np.abs(vectors).max(axis=1, keepdims=True)
+    codes = np.round(vectors * (127 / np.where(peaks > 0, peaks, 1))).astype(np.int8)
+    norms = np.linalg.norm(codes.astype(np.float32), axis=1)
+    return codes, np.divide(1, norms, out=np.zeros_like(norms), where=norms > 0).astype(np.float32)
 
 
 def late_interaction(query_sketches: bytes, memory_sketches: dict[int, bytes],

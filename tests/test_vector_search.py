@@ -46,6 +46,7 @@ def small_pool(monkeypatch):
     """Three candidates per search: only a correct sketch puts the right memory among them."""
     monkeypatch.setattr(yourmemory, "SKETCH_MIN_CANDIDATES", 3)
     monkeypatch.setattr(yourmemory, "SKETCH_OVERSAMPLE", 1)
+    monkeypatch.setattr(yourmemory, "CODE_MARGIN", 0)  # and the codes keep only what was asked for
 
 
 def test_a_scope_within_the_candidate_pool_is_searched_exactly(memory, embedder):
@@ -79,6 +80,9 @@ def test_another_connection_sees_stores_updates_and_forgets(db_path, clock, embe
         writer.forget(ids[5])
         assert ids[5] not in [m for m, _, _ in reader._nearest(embedder.embed_one(FACTS[5]), ["ada"], 3)]
         assert ids[5] not in reader.vectors.scope_of  # dropped from the sketches, not just filtered by SQLite
+        for memory_id, content in writer.db.execute("SELECT id, content FROM memories WHERE status = 'active'"):
+            # a removal moves the last row into the gap: its sketch and its code go together
+            assert reader._nearest(embedder.embed_one(content), ["ada"], 1)[0][0] == memory_id
 
 
 def test_a_rolled_back_write_leaves_nothing_behind_in_the_index(memory, embedder, small_pool):
@@ -170,16 +174,16 @@ def test_the_sketch_stage_returns_exactly_the_n_nearest_sketches_ties_included(m
     vectors = np.sign(rng.standard_normal((3000, yourmemory.EMBEDDING_DIM))).astype(np.float32)
     vectors[1000:1400] = vectors[0]  # 400 identical sketches: a tie straddling every cut below
     for memory_id, vector in enumerate(vectors, start=1):
-        sketches.put(memory_id, yourmemory.sketch(vector))
+        sketches.put(memory_id, vector)
     query = yourmemory.sketch(vectors[0])
     distance = {memory_id: int(np.bitwise_count(yourmemory.sketch(vector) ^ query).sum())
                 for memory_id, vector in enumerate(vectors, start=1)}
     for n in (1, 50, 399, 401, 2999):
-        found = sketches.nearest(query, n)
+        found = sketches.nearest(vectors[0], n)
         assert len(found) == len(set(found)) == n
         left_out = set(distance) - set(found)
         assert max(distance[m] for m in found) <= min(distance[m] for m in left_out)
-    assert sorted(sketches.nearest(query, 3000)) == sorted(distance)  # a pool as big as the scope: all
+    assert sorted(sketches.nearest(vectors[0], 3000)) == sorted(distance)  # a pool as big as the scope: all
 
 
 def sign_centre(memory, scope="ada"):
