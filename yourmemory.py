@@ -140,7 +140,7 @@ LATE_MIN_IDF = 0.01
 # Vector search: candidates by the Hamming distance of one-bit sketches, ranked again by int8 codes in
 # RAM, then exact cosine from SQLite for the best of them. Candidates: 10 per neighbour asked for, at least
 # 200 per scope (a scope this small is searched exactly). Recall asks for 40 and ranks 400; a store asks for
-# its 10 neighbours and ranks 200, which find the exact 10 in 0.999 of searches at 100k (BENCHMARKS.md).
+# its 10 neighbours and ranks 200, which find 0.997 of the exact 10 at 100k (BENCHMARKS.md).
 # Where the sketches cut, the codes keep CODE_MARGIN more than were asked for: reading 400 vectors from SQLite
 # was most of a search, and on LoCoMo's questions and the scale corpus the codes' order lost none of the exact top k.
 SKETCH_MIN_CANDIDATES = 200
