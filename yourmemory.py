@@ -1452,6 +1452,32 @@ def checked_sketches(sketches, method: str = "embed_with_tokens") -> bytes | Non
         f"{8 * SKETCH_WORDS}-byte sketches, as token_sketches makes them (or None); nothing was written")
 
 
+
+def checked_vector(vector, method: str = "embed_one"):
+    """What a library embedder's ``method`` gave as a text's vector, as float32, or an error that says what it
+    should give (rather than a memory stored where no search finds it: a NaN, another model's length or a vector
+    of zeros has no cosine, and a NaN's int8 code would take the candidates' places of real neighbours)."""
+    import numpy as np
+    try:
+        values = np.asarray(vector, dtype=np.float32)
+    except (TypeError, ValueError):
+        values = None
+    if values is not None and values.shape == (EMBEDDING_DIM,) and np.isfinite(values).all():
+        with np.errstate(over="ignore"):
+            if 0 < float(np.linalg.norm(values)) < math.inf:
+                return values
+    if values is None or values.ndim != 1:
+        given = type(vector).__name__ + (f" of shape {values.shape}" if values is not None else "")
+    elif values.shape != (EMBEDDING_DIM,):
+        given = f"a vector of {values.size} numbers"
+    elif not np.isfinite(values).all():
+        given = "a vector holding a NaN or an infinity"
+    else:
+        given = "a vector with no length to measure (all zeros, or too large for float32)"
+    raise YourMemoryError(
+        f"the embedder's {method} gave {given}: a text's vector must be {EMBEDDING_DIM} finite numbers, not all "
+        "zero, as Embedder gives; nothing was written")
+
 def sketched_tokens(tokens: Sequence[str]) -> list[int]:
     """The positions of the tokens that get a sketch: those holding a letter or a digit."""
     return [i for i, token in enumerate(tokens)
@@ -3950,7 +3976,8 @@ def sketch(vector):
 
 def vector_codes(vectors):
     """Each row of ``vectors`` scaled to whole numbers in -127..127 by its largest value (int8 codes), and the
-    inverse of each code's norm: a code's cosine to a query differs from its vector's by about 0.001."""
+    inverse of each code's norm. The model's largest component is 5-8x its median one, and a code's cosine to a
+    query is within 0.001 of its vector's; a vector ruled by one dimension would keep little else in its code."""
     import numpy as np
     vectors = np.nan_to_num(vectors)  # a damaged vector gets some code; the exact cosine leaves it out
     peaks = np.abs(vectors).max(axis=1, keepdims=True)
@@ -4479,17 +4506,18 @@ class YourMemory:
         a library user's embedder may have only ``embed_one``: then None, and late interaction passes it by)."""
         with_tokens = getattr(self.embedder, "embed_with_tokens", None)
         if with_tokens is None:
-            return self.embedder.embed_one(text), None
+            return checked_vector(self.embedder.embed_one(text)), None
         vector, sketches = with_tokens(text)
-        return vector, checked_sketches(sketches)
+        return checked_vector(vector, "embed_with_tokens"), checked_sketches(sketches)
 
     def _embed_many(self, texts: Sequence[str]) -> list[tuple[Any, bytes | None]]:
         """``_embed`` for many texts at once (``Embedder.embed_many_with_tokens``), with what the embedder has."""
         if many := getattr(self.embedder, "embed_many_with_tokens", None):
-            return [(vector, checked_sketches(sketches, "embed_many_with_tokens")) for vector, sketches in many(texts)]
+            method = "embed_many_with_tokens"
+            return [(checked_vector(vector, method), checked_sketches(sketches, method)) for vector, sketches in many(texts)]
         if getattr(self.embedder, "embed_with_tokens", None):
             return [self._embed(text) for text in texts]
-        return [(vector, None) for vector in self.embedder.embed(texts)]
+        return [(checked_vector(vector, "embed"), None) for vector in self.embedder.embed(texts)]
 
     def _keep_sketches(self, memory_id: int, sketches: bytes | None) -> None:
         """Store (or replace, or with None drop) a memory's token sketches."""
@@ -5761,7 +5789,7 @@ class KnowledgeGraph:
         elif len(query) > MAX_QUERY_CHARS:
             raise InvalidInput("query", f"is {len(query):,} characters; the limit is {MAX_QUERY_CHARS:,}")
         limit = _check_count(limit, "limit", minimum=0)
-        vector = self.memory.embedder.embed_one(query) if query.strip() and limit else None
+        vector = checked_vector(self.memory.embedder.embed_one(query)) if query.strip() and limit else None
         with self.memory._lock:
             matched = [row[0] for row in self.db.execute(
                 """SELECT e.id FROM entities AS e WHERE e.user_id = :user AND (
@@ -6074,7 +6102,7 @@ class Lessons:
         pattern = _check_error_pattern(error_pattern, "errorPattern")
         limit = _check_count(limit, "limit", minimum=1)
         text = _pattern_text(pattern)
-        vector = self.memory.embedder.embed_one(text)
+        vector = checked_vector(self.memory.embedder.embed_one(text))
         with self.memory._lock:
             scored = self._relevance(text, vector, caller)
             exact = self.db.execute(
@@ -6096,7 +6124,7 @@ class Lessons:
         caller = self.graph._reader(user_id, api_key)
         context = _check_text(context, "context", MAX_QUERY_CHARS)
         limit = _check_count(limit, "limit", minimum=1)
-        vector = self.memory.embedder.embed_one(context)
+        vector = checked_vector(self.memory.embedder.embed_one(context))
         with self.memory._lock:
             scored = self._relevance(context, vector, caller)
         for lesson in scored.values():

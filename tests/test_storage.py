@@ -228,6 +228,57 @@ def test_reindex_keeps_the_sketches_of_a_text_changed_or_forgotten_while_it_embe
         assert memory.fill_token_sketches() == {"filled": 0, "total": 0, "changed": 0}  # "— — —" has no word
 
 
+
+@pytest.mark.parametrize("damage, said", [
+    (lambda vector: vector[:384], "a vector of 384 numbers"),
+    (lambda vector: [*vector[:-1], float("nan")], "a NaN or an infinity"),
+    (lambda vector: [float("inf")] * len(vector), "a NaN or an infinity"),
+    (lambda vector: [0.0] * len(vector), "no length to measure"),
+    (lambda vector: [1e30] * len(vector), "no length to measure"),
+    (lambda vector: "a vector", "str"),
+], ids=["another model's length", "a NaN", "infinities", "zeros", "too large for float32", "a string"])
+def test_an_embedder_whose_vectors_are_unusable_is_refused_naming_the_method(db_path, clock, embedder, damage, said):
+    """A library embedder's vector that no search could use (a NaN's int8 code once took the candidates' places
+    of real neighbours, another length raised numpy's broadcast error): every call that embeds fails saying
+    what a vector must be, and nothing is written."""
+    class Damaging:
+        def embed(self, texts):
+            return [damage(list(vector)) for vector in embedder.embed(texts)]
+
+        def embed_one(self, text):
+            return damage(list(embedder.embed_one(text)))
+
+    class DamagingWithTokens(Damaging):
+        def embed_with_tokens(self, text):
+            vector, sketches = embedder.embed_with_tokens(text)
+            return damage(list(vector)), sketches
+
+        def embed_many_with_tokens(self, texts):
+            return [(damage(list(vector)), sketches) for vector, sketches in embedder.embed_many_with_tokens(texts)]
+    for database, damaging, methods in ((db_path, Damaging(), "embed_one|embed"),
+                                        (db_path.with_name("with_tokens.db"), DamagingWithTokens(),
+                                         "embed_one|embed_(many_)?with_tokens")):
+        with YourMemory(database, user="ada", clock=clock, embedder=embedder) as memory:
+            kept = memory.store("The deploy script lives in scripts/deploy.sh")["id"]
+        with YourMemory(database, user="ada", clock=clock, embedder=damaging) as memory:
+            calls = {
+                "store": lambda: memory.store("CI runs on Buildkite"),
+                "recall": lambda: memory.recall("What runs CI?"),
+                "update": lambda: memory.update(kept, "The deploy script lives in tools/deploy.sh"),
+                "create_entities": lambda: memory.graph.create_entities(
+                    [{"name": "Ada", "entityType": "person", "observations": ["Writes Rust at work"]}]),
+                "search_nodes": lambda: memory.graph.search_nodes("Who writes Rust?"),
+                "find_similar_errors": lambda: memory.lessons.find_similar_errors(
+                    {"type": "TimeoutError", "message": "backup timed out", "context": "cron"}),
+            }
+            for name, call in calls.items():
+                with pytest.raises(yourmemory.YourMemoryError, match=rf"embedder's ({methods}) gave .*{said}.*"
+                                                                     r"must be 768 finite numbers.*nothing was written"):
+                    call()
+            assert memory.db.execute("SELECT id, content FROM memories").fetchall() == [
+                (kept, "The deploy script lives in scripts/deploy.sh")]
+            assert memory.db.execute("SELECT count(*) FROM entities").fetchone()[0] == 0
+
 def test_reindex_needs_an_embedder_that_sketches_tokens(db_path, clock, embedder):
     class VectorsOnly:
         embed, embed_one = embedder.embed, embedder.embed_one
