@@ -1452,7 +1452,6 @@ def checked_sketches(sketches, method: str = "embed_with_tokens") -> bytes | Non
         f"{8 * SKETCH_WORDS}-byte sketches, as token_sketches makes them (or None); nothing was written")
 
 
-
 def checked_vector(vector, method: str = "embed_one"):
     """What a library embedder's ``method`` gave as a text's vector, as float32, or an error that says what it
     should give (rather than a memory stored where no search finds it: a NaN, another model's length or a vector
@@ -1477,6 +1476,7 @@ def checked_vector(vector, method: str = "embed_one"):
     raise YourMemoryError(
         f"the embedder's {method} gave {given}: a text's vector must be {EMBEDDING_DIM} finite numbers, not all "
         "zero, as Embedder gives; nothing was written")
+
 
 def sketched_tokens(tokens: Sequence[str]) -> list[int]:
     """The positions of the tokens that get a sketch: those holding a letter or a digit."""
@@ -4513,8 +4513,8 @@ class YourMemory:
     def _embed_many(self, texts: Sequence[str]) -> list[tuple[Any, bytes | None]]:
         """``_embed`` for many texts at once (``Embedder.embed_many_with_tokens``), with what the embedder has."""
         if many := getattr(self.embedder, "embed_many_with_tokens", None):
-            method = "embed_many_with_tokens"
-            return [(checked_vector(vector, method), checked_sketches(sketches, method)) for vector, sketches in many(texts)]
+            return [(checked_vector(vector, "embed_many_with_tokens"),
+                     checked_sketches(sketches, "embed_many_with_tokens")) for vector, sketches in many(texts)]
         if getattr(self.embedder, "embed_with_tokens", None):
             return [self._embed(text) for text in texts]
         return [(checked_vector(vector, "embed"), None) for vector in self.embedder.embed(texts)]

@@ -228,7 +228,6 @@ def test_reindex_keeps_the_sketches_of_a_text_changed_or_forgotten_while_it_embe
         assert memory.fill_token_sketches() == {"filled": 0, "total": 0, "changed": 0}  # "— — —" has no word
 
 
-
 @pytest.mark.parametrize("damage, said", [
     (lambda vector: vector[:384], "a vector of 384 numbers"),
     (lambda vector: [*vector[:-1], float("nan")], "a NaN or an infinity"),
@@ -271,13 +270,14 @@ def test_an_embedder_whose_vectors_are_unusable_is_refused_naming_the_method(db_
                 "find_similar_errors": lambda: memory.lessons.find_similar_errors(
                     {"type": "TimeoutError", "message": "backup timed out", "context": "cron"}),
             }
-            for name, call in calls.items():
-                with pytest.raises(yourmemory.YourMemoryError, match=rf"embedder's ({methods}) gave .*{said}.*"
-                                                                     r"must be 768 finite numbers.*nothing was written"):
+            refusal = rf"embedder's ({methods}) gave .*{said}.*must be 768 finite numbers.*nothing was written"
+            for call in calls.values():
+                with pytest.raises(yourmemory.YourMemoryError, match=refusal):
                     call()
             assert memory.db.execute("SELECT id, content FROM memories").fetchall() == [
                 (kept, "The deploy script lives in scripts/deploy.sh")]
             assert memory.db.execute("SELECT count(*) FROM entities").fetchone()[0] == 0
+
 
 def test_reindex_needs_an_embedder_that_sketches_tokens(db_path, clock, embedder):
     class VectorsOnly:
