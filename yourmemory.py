@@ -4506,9 +4506,13 @@ class YourMemory:
         a library user's embedder may have only ``embed_one``: then None, and late interaction passes it by)."""
         with_tokens = getattr(self.embedder, "embed_with_tokens", None)
         if with_tokens is None:
-            return checked_vector(self.embedder.embed_one(text)), None
+            return self._vector(text), None
         vector, sketches = with_tokens(text)
         return checked_vector(vector, "embed_with_tokens"), checked_sketches(sketches)
+
+    def _vector(self, text: str):
+        """The text's vector alone (``embed_one``), checked: what the graph's and lessons' searches compare."""
+        return checked_vector(self.embedder.embed_one(text))
 
     def _embed_many(self, texts: Sequence[str]) -> list[tuple[Any, bytes | None]]:
         """``_embed`` for many texts at once (``Embedder.embed_many_with_tokens``), with what the embedder has."""
@@ -5789,7 +5793,7 @@ class KnowledgeGraph:
         elif len(query) > MAX_QUERY_CHARS:
             raise InvalidInput("query", f"is {len(query):,} characters; the limit is {MAX_QUERY_CHARS:,}")
         limit = _check_count(limit, "limit", minimum=0)
-        vector = checked_vector(self.memory.embedder.embed_one(query)) if query.strip() and limit else None
+        vector = self.memory._vector(query) if query.strip() and limit else None
         with self.memory._lock:
             matched = [row[0] for row in self.db.execute(
                 """SELECT e.id FROM entities AS e WHERE e.user_id = :user AND (
@@ -6102,7 +6106,7 @@ class Lessons:
         pattern = _check_error_pattern(error_pattern, "errorPattern")
         limit = _check_count(limit, "limit", minimum=1)
         text = _pattern_text(pattern)
-        vector = checked_vector(self.memory.embedder.embed_one(text))
+        vector = self.memory._vector(text)
         with self.memory._lock:
             scored = self._relevance(text, vector, caller)
             exact = self.db.execute(
@@ -6124,7 +6128,7 @@ class Lessons:
         caller = self.graph._reader(user_id, api_key)
         context = _check_text(context, "context", MAX_QUERY_CHARS)
         limit = _check_count(limit, "limit", minimum=1)
-        vector = checked_vector(self.memory.embedder.embed_one(context))
+        vector = self.memory._vector(context)
         with self.memory._lock:
             scored = self._relevance(context, vector, caller)
         for lesson in scored.values():
