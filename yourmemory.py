@@ -1630,29 +1630,32 @@ def nlp():
     return _nlp
 
 
-# A store parses its new text once, and two of the small pipeline's steps spend much of that time in generic
+# A store parses its new text once, and three of the small pipeline's steps spend much of that time in generic
 # machinery rather than arithmetic: the tok2vec network goes through dozens of thinc's layer calls a parse,
-# and the attribute ruler through spaCy's Matcher for 179 rules of one or two tokens. Both are done here the
-# direct way, with spaCy's own weights, operations and rule table in the same order, so the results are the
-# same to the bit; each is kept only if a probe text comes out the same both ways when the pipeline loads
-# (BENCHMARKS.md, eighteenth session).
+# the attribute ruler through spaCy's Matcher for 179 rules of one or two tokens, and the lemmatizer looks a
+# new plural or inflected word's candidate forms up in word lists of up to 57,528 entries, read through one by
+# one (about 0.1 ms a look-up). All three are done here the direct way, with spaCy's own weights, operations,
+# rule table and word lists in the same order, so the results are the same to the bit; each is kept only if a
+# probe text comes out the same both ways when the pipeline loads (BENCHMARKS.md, eighteenth and thirty-sixth
+# sessions).
 PARSE_PROBE = ("I'm gonna call y'all tomorrow, but there is nothin' we can't fix. The worker moved to Python 3.11 "
                "on 2024-05-01 and our CI now runs on Buildkite; let's see if it ain't faster.  Those tests that "
                "Ana wrote pass. See y'all")  # a two-token rule at the very end too
 
 
 def use_faster_parse_steps(pipeline, on: bool = True) -> bool:
-    """Give ``pipeline``'s tok2vec and attribute ruler their direct versions (or, with ``on=False``, spaCy's
-    own back); True when both direct versions are in use. A step whose model is not the shape they know, or
-    whose direct version disagrees with spaCy's on ``PARSE_PROBE``, keeps spaCy's."""
+    """Give ``pipeline``'s tok2vec, attribute ruler and lemmatizer their direct versions (or, with ``on=False``,
+    spaCy's own back); True when all three direct versions are in use. A step whose model is not the shape they
+    know, or whose direct version disagrees with spaCy's on ``PARSE_PROBE``, keeps spaCy's."""
     if not isinstance(on, bool):
         raise InvalidInput("on", f"must be True or False, not {on!r}"[:120])
     if not (callable(pipeline) and hasattr(pipeline, "pipe_names") and hasattr(pipeline, "get_pipe")):
         raise InvalidInput("pipeline", f"must be a spaCy pipeline such as nlp() returns, not {pipeline!r}"[:120])
-    steps = [(name, build) for name, build in (("tok2vec", _direct_tok2vec), ("attribute_ruler", _indexed_rules))
+    steps = [(name, build) for name, build in (("tok2vec", _direct_tok2vec), ("attribute_ruler", _indexed_rules),
+                                               ("lemmatizer", _lemmas_from_sets))
              if name in pipeline.pipe_names]
     for name, _ in steps:
-        pipeline.get_pipe(name).__dict__.pop(_DIRECT_METHOD[name], None)
+        _spacys_own_step(pipeline.get_pipe(name), name)
     if not on:
         return False
     expected = _parse_attributes(pipeline(PARSE_PROBE))
@@ -1667,11 +1670,18 @@ def use_faster_parse_steps(pipeline, on: bool = True) -> bool:
         if agrees:
             installed += 1
         else:
-            pipe.__dict__.pop(_DIRECT_METHOD[name], None)
-    return installed == len(steps) == 2
+            _spacys_own_step(pipe, name)
+    return installed == len(steps) == 3
 
 
-_DIRECT_METHOD = {"tok2vec": "predict", "attribute_ruler": "match"}
+_DIRECT_METHOD = {"tok2vec": "predict", "attribute_ruler": "match", "lemmatizer": "lemmatize"}
+
+
+def _spacys_own_step(pipe, name: str) -> None:
+    if name != "lemmatizer":
+        pipe.__dict__.pop(_DIRECT_METHOD[name], None)
+    elif isinstance(vars(pipe).get("lemmatize"), functools.partial):  # the direct one (``_lemmas_from_sets``)
+        pipe.lemmatize = pipe.rule_lemmatize  # as spaCy's __init__ binds it for the rule mode
 
 
 def _parse_attributes(doc) -> tuple:
@@ -1731,6 +1741,23 @@ def _maxout_and_norm(layers) -> Callable:
         normed += shift
         return normed
     return forward
+
+
+def _lemmas_from_sets(lemmatizer) -> Callable:
+    """The rule lemmatizer's ``lemmatize``: spaCy's own ``rule_lemmatize``, given the same tables with each word
+    list (``lemma_index``, which it only asks whether a candidate form is in) as a set, and a cache of its own."""
+    import types
+    from spacy.lookups import Lookups
+    if lemmatizer.mode != "rule" or not all(isinstance(words, list) for words in
+                                            lemmatizer.lookups.get_table("lemma_index", {}).values()):
+        raise ValueError("not the rule lemmatizer's word lists")
+    lookups = Lookups()
+    for name in lemmatizer.lookups.tables:
+        table = lemmatizer.lookups.get_table(name)
+        lookups.add_table(name, {key: frozenset(value) for key, value in table.items()} if name == "lemma_index"
+                          else dict(table))
+    tables = types.SimpleNamespace(lookups=lookups, cache={}, is_base_form=lemmatizer.is_base_form)
+    return functools.partial(type(lemmatizer).rule_lemmatize, tables)
 
 
 _RULE_READERS = {"TAG": "tag_", "LOWER": "lower_", "DEP": "dep_", "IS_SPACE": "is_space"}

@@ -1,4 +1,4 @@
-"""spaCy's own tok2vec and attribute ruler against YourMemory's direct versions of them, on real texts.
+"""spaCy's own tok2vec, attribute ruler and lemmatizer against YourMemory's direct versions of them, on real texts.
 
     python benchmarks/parse_lab.py                 # every LoCoMo turn and every text of the benchmark files
     python benchmarks/parse_lab.py --limit 2000    # the first 2,000 of them

@@ -690,6 +690,23 @@ def test_a_text_parses_the_same_through_the_direct_steps_as_through_spacys(pipel
     assert not differ, f"{len(differ)} texts parse differently, first: {differ[0]!r}"
 
 
+def test_the_lemmatizer_looks_candidate_forms_up_in_sets_and_finds_spacys_lemmas(pipeline):
+    """spaCy's rule lemmatizer asks whether each candidate form of a new plural or inflected word is in a word
+    list of up to 57,528 entries, reading it through; the direct version asks the same of sets."""
+    lemmatizer = pipeline.get_pipe("lemmatizer")
+    direct = vars(lemmatizer)["lemmatize"]
+    assert direct != lemmatizer.rule_lemmatize
+    assert all(isinstance(words, frozenset) for words in direct.args[0].lookups.get_table("lemma_index").values())
+    text = ("The auditors reviewed the quarterly invoices, the couriers shipped the parcels, and the mechanics "
+            "fixed the buses' brakes while the children watched ducks crossing the meadows")
+    lemmas = {}
+    for on in (False, True):
+        yourmemory.use_faster_parse_steps(pipeline, on)
+        lemmas[on] = [token.lemma_ for token in pipeline(text)]
+    assert lemmas[True] == lemmas[False]
+    assert {"auditor", "invoice", "courier", "ship", "parcel", "bus", "child", "duck", "meadow"} <= set(lemmas[True])
+
+
 def test_a_direct_step_that_disagrees_with_spacys_is_not_used(pipeline, monkeypatch):
     spacys = yourmemory._direct_tok2vec
 
