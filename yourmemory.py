@@ -1743,23 +1743,6 @@ def _maxout_and_norm(layers) -> Callable:
     return forward
 
 
-def _lemmas_from_sets(lemmatizer) -> Callable:
-    """The rule lemmatizer's ``lemmatize``: spaCy's own ``rule_lemmatize``, given the same tables with each word
-    list (``lemma_index``, which it only asks whether a candidate form is in) as a set, and a cache of its own."""
-    import types
-    from spacy.lookups import Lookups
-    if lemmatizer.mode != "rule" or not all(isinstance(words, list) for words in
-                                            lemmatizer.lookups.get_table("lemma_index", {}).values()):
-        raise ValueError("not the rule lemmatizer's word lists")
-    lookups = Lookups()
-    for name in lemmatizer.lookups.tables:
-        table = lemmatizer.lookups.get_table(name)
-        lookups.add_table(name, {key: frozenset(value) for key, value in table.items()} if name == "lemma_index"
-                          else dict(table))
-    tables = types.SimpleNamespace(lookups=lookups, cache={}, is_base_form=lemmatizer.is_base_form)
-    return functools.partial(type(lemmatizer).rule_lemmatize, tables)
-
-
 _RULE_READERS = {"TAG": "tag_", "LOWER": "lower_", "DEP": "dep_", "IS_SPACE": "is_space"}
 
 
@@ -1811,6 +1794,23 @@ def _passes(token: dict, tests: list) -> bool:
                 kind == "regex" and not allowed.search(value)):
             return False
     return True
+
+
+def _lemmas_from_sets(lemmatizer) -> Callable:
+    """The rule lemmatizer's ``lemmatize``: spaCy's own ``rule_lemmatize``, given the same tables with each word
+    list (``lemma_index``, which it only asks whether a candidate form is in) as a set, and a cache of its own."""
+    import types
+    from spacy.lookups import Lookups
+    if lemmatizer.mode != "rule" or not all(isinstance(words, list) for words in
+                                            lemmatizer.lookups.get_table("lemma_index", {}).values()):
+        raise ValueError("not the rule lemmatizer's word lists")
+    lookups = Lookups()
+    for name in lemmatizer.lookups.tables:
+        table = lemmatizer.lookups.get_table(name)
+        lookups.add_table(name, {key: frozenset(value) for key, value in table.items()} if name == "lemma_index"
+                          else dict(table))
+    tables = types.SimpleNamespace(lookups=lookups, cache={}, is_base_form=lemmatizer.is_base_form)
+    return functools.partial(type(lemmatizer).rule_lemmatize, tables)
 
 
 def content_words(text: str) -> set[str]:
