@@ -1671,13 +1671,15 @@ def use_faster_parse_steps(pipeline, on: bool = True) -> bool:
             installed += 1
         else:
             _spacys_own_step(pipe, name)
-    return installed == len(steps) == 3
+    return installed == len(steps) == len(_DIRECT_METHOD)
 
 
 _DIRECT_METHOD = {"tok2vec": "predict", "attribute_ruler": "match", "lemmatizer": "lemmatize"}
 
 
 def _spacys_own_step(pipe, name: str) -> None:
+    """Put spaCy's own method back: drop the direct one, which shadows the class's, except for the lemmatizer,
+    whose ``lemmatize`` spaCy itself sets on the instance (dropping it would leave none)."""
     if name != "lemmatizer":
         pipe.__dict__.pop(_DIRECT_METHOD[name], None)
     elif isinstance(vars(pipe).get("lemmatize"), functools.partial):  # the direct one (``_lemmas_from_sets``)
