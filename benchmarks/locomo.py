@@ -2,6 +2,8 @@
 
     python benchmarks/locomo.py --units summaries   # the seed system's protocol, exactly
     python benchmarks/locomo.py --units turns       # one memory per dialog turn, evidence recall@k
+    python benchmarks/locomo.py --units turns --top-k 100 --out locomo_turns_depth.json
+                                                    # how deep the evidence lies (recall@k up to 100)
 
 One fresh database per conversation; memories stored in session order with
 importance 0.7 at benchmark time; questions asked verbatim. Results: a JSON file
@@ -21,6 +23,7 @@ import yourmemory
 from yourmemory import InvalidInput, YourMemory
 
 IMPORTANCE = 0.7
+TURNS_K = (5, 10, 20, 30, 50, 100)  # recall@k reported for each k up to the results asked for (20 by default)
 
 
 def answer_hit(answer: str, retrieved: list[str]) -> bool:
@@ -95,13 +98,16 @@ def run_conversation(sample: dict, units: str, top_k: int, embedder, workdir: Pa
         ids = [unit_of.get(m["id"]) for m in recalled]
         targets = evidence_targets(q, units)
         # Question and answer texts stay out of the results: LoCoMo is CC BY-NC, read from ../shared only.
-        record = {"sample": sample["sample_id"], "qa": index, "category": q["category"],
-                  "evidence": sorted(targets), "retrieved": ids}
+        record = {"sample": sample["sample_id"], "qa": index, "category": q["category"], "evidence": sorted(targets)}
+        if top_k > 20:  # a deeper run keeps its file small: where each evidence turn came (1-based), not every id
+            record["evidence_ranks"] = [ids.index(t) + 1 if t in ids else None for t in sorted(targets)]
+        else:
+            record["retrieved"] = ids
         if units == "summaries":
             record["hit"] = answer_hit(q["answer"], [m["content"] for m in recalled[:5]])
             record["evidence_recall@5"] = len(targets & set(ids[:5])) / len(targets) if targets else None
         else:
-            for k in (5, 10, 20):
+            for k in turns_ks(top_k):
                 record[f"recall@{k}"] = len(targets & set(ids[:k])) / len(targets)
         records.append(record)
         progress.step()
@@ -109,7 +115,11 @@ def run_conversation(sample: dict, units: str, top_k: int, embedder, workdir: Pa
     return records, dict(actions)
 
 
-def summarise(records: list[dict], units: str) -> dict:
+def turns_ks(top_k: int) -> list[int]:
+    return [k for k in TURNS_K if k <= top_k]
+
+
+def summarise(records: list[dict], units: str, top_k: int = 20) -> dict:
     by_category = defaultdict(list)
     for r in records:
         by_category[r["category"]].append(r)
@@ -124,7 +134,7 @@ def summarise(records: list[dict], units: str) -> dict:
     else:
         def block(rs):
             return {"n": len(rs), **{f"recall@{k}": round(sum(r[f"recall@{k}"] for r in rs) / len(rs), 4)
-                                     for k in (5, 10, 20)}}
+                                     for k in turns_ks(top_k)}}
     return {"all": block(records), "by_category": {str(c): block(rs) for c, rs in sorted(by_category.items())}}
 
 
@@ -134,11 +144,15 @@ def main() -> None:
     parser.add_argument("--data", help="path to locomo10.json (default: ../shared/data/locomo10.json)")
     parser.add_argument("--limit", type=int, help="only the first N conversations (for a quick look)")
     parser.add_argument("--out", help="results file name under benchmarks/results/")
+    parser.add_argument("--top-k", type=int, help="turns only: results asked per question (default 20); from 30, "
+                                                  "recall@30, @50 and @100 are reported as far as asked")
     parser.add_argument("--no-embedding-cache", action="store_true",
                         help="embed every text with the model again (the cache only skips repeated ONNX calls)")
     args = parser.parse_args()
     samples = load_locomo(args.data)[:args.limit]
-    top_k = 5 if args.units == "summaries" else 20
+    if args.top_k is not None and (args.units == "summaries" or not 20 <= args.top_k <= 100):
+        parser.error("--top-k: only with --units turns, from 20 to 100 (the summaries protocol asks for 5)")
+    top_k = 5 if args.units == "summaries" else (args.top_k or 20)
     embedder = yourmemory.Embedder().load() if args.no_embedding_cache else CachedEmbedder()
     units_of = summary_units if args.units == "summaries" else turn_units
     total = sum(len(units_of(s)) + len(questions(s, args.units)) for s in samples)
@@ -151,7 +165,7 @@ def main() -> None:
             records += sample_records
             for action, n in sample_actions.items():
                 actions[action] += n
-    summary = summarise(records, args.units)
+    summary = summarise(records, args.units, top_k)
     report = {"benchmark": f"locomo-{args.units}", "machine": machine(), "yourmemory": yourmemory.__version__,
               "store_actions": dict(actions), "summary": summary, "records": records}
     path = write_results(args.out or f"locomo_{args.units}.json", report)
