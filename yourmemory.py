@@ -136,6 +136,12 @@ LATE_MIN_SPREAD = 0.05
 # (LoCoMo turns 0.742 -> 0.750 at 5; a /tmp lab, BENCHMARKS.md, thirty-first session).
 LATE_STOP_SHARE = 0.15
 LATE_MIN_IDF = 0.01
+# A reply is read with the question it answers: a candidate stored right after a memory that asks (a question share
+# above LATE_QUESTION_MIN_SHARE, in the same episode) is compared with the tokens of both, so that "What does Evan
+# do to stay active while his knee heals?" meets "stay active" and "heal" in the question and "painting" in the
+# answer (LoCoMo turns 0.7524 / 0.8223 / 0.8755 -> 0.7611 / 0.8283 / 0.8801 at 5 / 10 / 20; only above half a
+# question: 0.7550 / 0.8233; every predecessor, asking or not: 0.7516 / 0.8264; BENCHMARKS.md, thirty-eighth session).
+LATE_QUESTION_MIN_SHARE = 0.0
 
 # Vector search: candidates by the Hamming distance of one-bit sketches, ranked again by int8 codes in
 # RAM, then exact cosine from SQLite for the best of them. Candidates: 10 per neighbour asked for, at least
@@ -4866,16 +4872,23 @@ class YourMemory:
         """Late interaction: the LATE_CANDIDATES most relevant candidates gain LATE_WEIGHT times their standing
         among themselves (in standard deviations from their average, at least LATE_MIN_SPREAD) on
         ``late_interaction`` (the query's tokens counting by ``weights``: ``query_token_weights``; the best of
-        their own and that of the memories they replaced), cut like their own relevance by the share of them that
-        asks. One without sketches (stored before they were kept, or by another embedder) stands at the average."""
+        their own and that of the memories they replaced; a reply read with the question before it:
+        ``_questions_answered``), cut like their own relevance by the share of them that asks. One without
+        sketches (stored before they were kept, or by another embedder) stands at the average."""
         import numpy as np
         if not query_sketches:
             return
         best = sorted(found.values(), key=lambda c: -c["relevance"])[:LATE_CANDIDATES]
+        answered = self._questions_answered(best, found)
         stored = dict(self.db.execute(
             "SELECT memory_id, sketches FROM memory_tokens WHERE memory_id IN (SELECT value FROM json_each(?))",
-            (json.dumps([m for c in best for m in [c["id"], *c.get("replaced", ())]]),)))
-        each = late_interaction(query_sketches, stored, weights)
+            (json.dumps([m for c in best for m in [c["id"], *c.get("replaced", ())]] + list(answered.values())),)))
+        read = dict(stored)
+        whole = 8 * SKETCH_WORDS  # damaged sketches are left out by late_interaction, and must not spoil a reply's
+        for reply, question in answered.items():
+            if stored.get(reply) and stored.get(question) and len(stored[question]) % whole == 0:
+                read[reply] = stored[question] + stored[reply]
+        each = late_interaction(query_sketches, read, weights)
 
         def best_match(c):  # a memory that replaced others answers what they answered, in their words too
             return max((each[m] for m in [c["id"], *c.get("replaced", ())] if m in each), default=None)
@@ -4888,6 +4901,15 @@ class YourMemory:
                 standing = float((matches[c["id"]] - values.mean()) / max(values.std(), LATE_MIN_SPREAD))
                 c["relevance"] += LATE_WEIGHT * standing * (1 - QUESTION_DISCOUNT * c.get("asks", 0.0))
                 c["score"] = weigh_by_strength(c["relevance"], self._strength(c["row"], now))
+
+    @staticmethod
+    def _questions_answered(best: list[dict], found: dict[int, dict]) -> dict[int, int]:
+        """{reply id: question id} for each of ``best`` stored right after a memory that asks
+        (LATE_QUESTION_MIN_SHARE) and that recall may read: one among ``found``. Round one brings in the episode
+        of each memory found by its cosine or its words, so their questions are there; a memory that came in
+        through an episode is read alone when its own predecessor lies further out."""
+        return {c["id"]: question for c in best
+                if (question := c["row"]["follows"]) in found and found[question]["asks"] > LATE_QUESTION_MIN_SHARE}
 
     @staticmethod
     def _context_share(row: dict, neighbour: int, neighbour_asks: float) -> float:

@@ -222,6 +222,25 @@ def test_an_answer_outranks_the_question_it_answers(memory, clock):
     assert top[0]["via"] == "context"
 
 
+def test_a_reply_is_compared_token_by_token_together_with_the_question_it_answers(memory, clock, monkeypatch):
+    """A reply holds the answer but few of the question's words ("A cup of chamomile tea ..."), while a memory
+    that only states the problem in those words ("Falling asleep when stressed is my problem") looks closer to
+    the query. Read with the question stored right before it, the reply comes first."""
+    def recall_top():
+        return memory.recall("What helps Leo fall asleep when stressed?", top_k=2)["memories"][0]["id"]
+    for text in NOISE:
+        memory.store(text)
+        clock.advance(days=1)
+    problem = memory.store("Leo: Falling asleep when stressed is my problem.")["id"]
+    clock.advance(days=1)
+    memory.store("Ana: I saw your message. What helps you fall asleep when you are stressed?")
+    clock.advance(seconds=30)
+    reply = memory.store("Leo: A cup of chamomile tea and a chapter of a novel.")["id"]
+    assert recall_top() == reply
+    monkeypatch.setattr(yourmemory, "LATE_QUESTION_MIN_SHARE", 1.0)  # no question is read with its reply
+    assert recall_top() == problem
+
+
 @pytest.mark.parametrize("old, new, query", [
     ("Lena drives a Volvo estate", "Lena drives an electric Kia", "What car does Lena drive?"),
     ("Eli lives in Chicago", "Eli is at his sister's place these days", "Where does Eli live?"),
