@@ -4021,6 +4021,11 @@ def vector_codes(vectors):
     return codes, np.divide(1, norms, out=np.zeros_like(norms), where=norms > 0).astype(np.float32)
 
 
+def whole_sketches(blob: bytes | None) -> bool:
+    """Does ``blob`` hold one or more whole token sketches (``token_sketches``)? Anything else is damaged."""
+    return bool(blob) and len(blob) % (8 * SKETCH_WORDS) == 0
+
+
 def late_interaction(query_sketches: bytes, memory_sketches: dict[int, bytes],
                      weights: Sequence[float] | None = None) -> dict[int, float]:
     """MaxSim of each memory's token sketches (``token_sketches``) against the query's: every query token's best
@@ -4029,9 +4034,9 @@ def late_interaction(query_sketches: bytes, memory_sketches: dict[int, bytes],
     per query token. A memory without sketches, or with damaged ones, is left out."""
     import numpy as np
     size = 8 * SKETCH_WORDS
-    query = np.frombuffer(query_sketches, dtype=np.uint64).reshape(-1, SKETCH_WORDS) if (
-        query_sketches and len(query_sketches) % size == 0) else None
-    ids = [memory_id for memory_id, blob in memory_sketches.items() if blob and len(blob) % size == 0]
+    query = (np.frombuffer(query_sketches, dtype=np.uint64).reshape(-1, SKETCH_WORDS)
+             if whole_sketches(query_sketches) else None)
+    ids = [memory_id for memory_id, blob in memory_sketches.items() if whole_sketches(blob)]
     if query is None or not ids:
         return {}
     tokens = np.frombuffer(b"".join(memory_sketches[m] for m in ids), dtype=np.uint64).reshape(-1, SKETCH_WORDS)
@@ -4884,9 +4889,8 @@ class YourMemory:
             "SELECT memory_id, sketches FROM memory_tokens WHERE memory_id IN (SELECT value FROM json_each(?))",
             (json.dumps([m for c in best for m in [c["id"], *c.get("replaced", ())]] + list(answered.values())),)))
         read = dict(stored)
-        whole = 8 * SKETCH_WORDS  # damaged sketches are left out by late_interaction, and must not spoil a reply's
-        for reply, question in answered.items():
-            if stored.get(reply) and stored.get(question) and len(stored[question]) % whole == 0:
+        for reply, question in answered.items():  # a damaged question's sketches must not spoil the reply's
+            if whole_sketches(stored.get(reply)) and whole_sketches(stored.get(question)):
                 read[reply] = stored[question] + stored[reply]
         each = late_interaction(query_sketches, read, weights)
 
