@@ -124,13 +124,17 @@ TYPICAL_PENALTY = 0.2
 SPEAKER_SHARE = 0.03
 # Late interaction: a memory's vector is the mean of its tokens' states, so one telling word in a long memory
 # weighs little. The best LATE_CANDIDATES candidates are also compared token by token with the query (each
-# query token's best match among the memory's tokens, averaged: MaxSim, on one-bit sketches of the states), and
-# gain LATE_WEIGHT times how many standard deviations above their average that lands (LoCoMo turns, fusion_lab).
-# A deviation counts as at least LATE_MIN_SPREAD (about its size among 100 conversation turns), so that among a
-# handful of candidates a small difference stays small.
+# query token's best match among the memory's tokens: MaxSim, on one-bit sketches of the states) and gain
+# LATE_WEIGHT times their standing among themselves (LoCoMo turns, fusion_lab): each query token's best match
+# measured against the other candidates' (in standard deviations, at least LATE_TOKEN_MIN_SPREAD), averaged by the
+# token weights below, scaled to a spread of one (at least LATE_MIN_SPREAD, so that among a handful of candidates
+# a small difference stays small). Measuring each token first lets every token count by its weight however widely
+# its matches range (LoCoMo turns 0.7611 / 0.8283 -> 0.7639 / 0.8313 at 5 / 10, summaries 936 -> 942 hits, against
+# the z-score of the averaged MaxSim; BENCHMARKS.md, thirty-ninth session).
 LATE_WEIGHT = 0.1
 LATE_CANDIDATES = 100
-LATE_MIN_SPREAD = 0.05
+LATE_TOKEN_MIN_SPREAD = 0.02
+LATE_MIN_SPREAD = 0.5
 # Each query token counts in that average by the idf of its word (as BM25 weighs it), a stop word (or a word BM25
 # did not weigh) LATE_STOP_SHARE of the others' average; no idf above LATE_MIN_IDF: every token the same
 # (LoCoMo turns 0.742 -> 0.750 at 5; a /tmp lab, BENCHMARKS.md, thirty-first session).
@@ -4026,19 +4030,18 @@ def whole_sketches(blob: bytes | None) -> bool:
     return bool(blob) and len(blob) % (8 * SKETCH_WORDS) == 0
 
 
-def late_interaction(query_sketches: bytes, memory_sketches: dict[int, bytes],
-                     weights: Sequence[float] | None = None) -> dict[int, float]:
-    """MaxSim of each memory's token sketches (``token_sketches``) against the query's: every query token's best
-    similarity among the memory's tokens (1 - 2 x Hamming distance / 768, which tracks their cosine), averaged
-    over the query tokens, each counting its share of ``weights`` (``query_token_weights``) if they are given, one
-    per query token. A memory without sketches, or with damaged ones, is left out."""
+def token_matches(query_sketches: bytes, memory_sketches: dict[int, bytes]):
+    """Every query token's best similarity among each memory's token sketches (``token_sketches``): 1 - 2 x
+    Hamming distance / 768, which tracks their cosine. (The memories' ids, a matrix with a row per memory and a
+    column per query token), or None if the query's sketches are damaged or no memory has whole ones: a memory
+    without sketches, or with damaged ones, is left out."""
     import numpy as np
     size = 8 * SKETCH_WORDS
     query = (np.frombuffer(query_sketches, dtype=np.uint64).reshape(-1, SKETCH_WORDS)
              if whole_sketches(query_sketches) else None)
     ids = [memory_id for memory_id, blob in memory_sketches.items() if whole_sketches(blob)]
     if query is None or not ids:
-        return {}
+        return None
     tokens = np.frombuffer(b"".join(memory_sketches[m] for m in ids), dtype=np.uint64).reshape(-1, SKETCH_WORDS)
     distances = np.empty((len(query), len(tokens)), dtype=np.int32)
     for start in range(0, len(tokens), LATE_TOKEN_CHUNK):  # query tokens x a chunk x 12 words at a time
@@ -4047,9 +4050,38 @@ def late_interaction(query_sketches: bytes, memory_sketches: dict[int, bytes],
             axis=2, dtype=np.int32)
     starts = np.cumsum([0] + [len(memory_sketches[m]) // size for m in ids[:-1]])
     nearest = np.minimum.reduceat(distances, starts, axis=1)  # per query token and memory: its best match
-    if weights is None or len(weights) != len(query):
-        weights = None  # an embedder whose words do not line up with its sketches: every token the same
-    return dict(zip(ids, np.average(1 - 2 * nearest / EMBEDDING_DIM, axis=0, weights=weights).tolist()))
+    return ids, (1 - 2 * nearest.T / EMBEDDING_DIM)
+
+
+def late_interaction(query_sketches: bytes, memory_sketches: dict[int, bytes],
+                     weights: Sequence[float] | None = None) -> dict[int, float]:
+    """MaxSim of each memory's token sketches against the query's: ``token_matches`` averaged over the query
+    tokens, each counting its share of ``weights`` (``query_token_weights``) if they are given, one per query
+    token. A memory without sketches, or with damaged ones, is left out."""
+    import numpy as np
+    found = token_matches(query_sketches, memory_sketches)
+    if found is None:
+        return {}
+    ids, matches = found
+    return dict(zip(ids, np.average(matches, axis=1, weights=aligned(weights, matches)).tolist()))
+
+
+def aligned(weights: Sequence[float] | None, matches) -> Sequence[float] | None:
+    """``weights`` if there is one per query token (a column of ``matches``), else None: an embedder whose words
+    do not line up with its sketches has every token count the same."""
+    return weights if weights is not None and len(weights) == matches.shape[1] else None
+
+
+def token_standing(matches, weights: Sequence[float] | None = None):
+    """How each row of ``matches`` (``token_matches``: a candidate per row, a query token per column) stands among
+    the others: per query token, how many standard deviations (at least LATE_TOKEN_MIN_SPREAD) its best match
+    lies above the candidates' average, averaged by ``weights``; then scaled to a spread of one (at least
+    LATE_MIN_SPREAD). Every token thus counts by its weight, however widely its matches range: a word that some
+    candidates say word for word and the rest not at all no longer outweighs the query's other words."""
+    import numpy as np
+    deviations = (matches - matches.mean(axis=0)) / np.maximum(matches.std(axis=0), LATE_TOKEN_MIN_SPREAD)
+    standing = np.average(deviations, axis=1, weights=aligned(weights, matches))
+    return standing / max(float(standing.std()), LATE_MIN_SPREAD)
 
 
 LATE_TOKEN_CHUNK = 2048
@@ -4875,9 +4907,9 @@ class YourMemory:
     def _compare_tokens(self, found: dict[int, dict], query_sketches: bytes | None, weights: list[float] | None,
                         now: float) -> None:
         """Late interaction: the LATE_CANDIDATES most relevant candidates gain LATE_WEIGHT times their standing
-        among themselves (in standard deviations from their average, at least LATE_MIN_SPREAD) on
-        ``late_interaction`` (the query's tokens counting by ``weights``: ``query_token_weights``; the best of
-        their own and that of the memories they replaced; a reply read with the question before it:
+        among themselves on their tokens' best matches to the query's (``token_standing``: the query's tokens
+        counting by ``weights``, ``query_token_weights``; the matches of their own tokens or, if those of a memory
+        they replaced match better on the whole, of its; a reply read with the question before it:
         ``_questions_answered``), cut like their own relevance by the share of them that asks. One without
         sketches (stored before they were kept, or by another embedder) stands at the average."""
         import numpy as np
@@ -4892,18 +4924,23 @@ class YourMemory:
         for reply, question in answered.items():  # a damaged question's sketches must not spoil the reply's
             if whole_sketches(stored.get(reply)) and whole_sketches(stored.get(question)):
                 read[reply] = stored[question] + stored[reply]
-        each = late_interaction(query_sketches, read, weights)
-
-        def best_match(c):  # a memory that replaced others answers what they answered, in their words too
-            return max((each[m] for m in [c["id"], *c.get("replaced", ())] if m in each), default=None)
-        matches = {c["id"]: match for c in best if (match := best_match(c)) is not None}
-        values = np.array(list(matches.values()))
-        if len(values) < 2:
+        found_tokens = token_matches(query_sketches, read)
+        if found_tokens is None:
             return
+        ids, matches = found_tokens
+        row_of = {memory_id: row for row, memory_id in enumerate(ids)}
+        overall = np.average(matches, axis=1, weights=aligned(weights, matches))
+
+        def best_row(c):  # a memory that replaced others answers what they answered, in their words too
+            rows = [row_of[m] for m in [c["id"], *c.get("replaced", ())] if m in row_of]
+            return max(rows, key=lambda row: overall[row], default=None)
+        rows = {c["id"]: row for c in best if (row := best_row(c)) is not None}
+        if len(rows) < 2:
+            return
+        standing = dict(zip(rows, token_standing(matches[list(rows.values())], weights).tolist()))
         for c in best:
-            if c["id"] in matches:
-                standing = float((matches[c["id"]] - values.mean()) / max(values.std(), LATE_MIN_SPREAD))
-                c["relevance"] += LATE_WEIGHT * standing * (1 - QUESTION_DISCOUNT * c.get("asks", 0.0))
+            if c["id"] in standing:
+                c["relevance"] += LATE_WEIGHT * standing[c["id"]] * (1 - QUESTION_DISCOUNT * c.get("asks", 0.0))
                 c["score"] = weigh_by_strength(c["relevance"], self._strength(c["row"], now))
 
     @staticmethod
