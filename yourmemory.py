@@ -1442,7 +1442,7 @@ class Embedder:
 
 def token_sketches(hidden, tokens: Sequence[str]) -> bytes:
     """One sketch (``sketch``: the signs, 96 bytes) per token of a text that holds a letter or a digit, from its
-    token states: what late interaction (``late_interaction``) compares. Not <s>, </s> or padding."""
+    token states: what late interaction (``token_matches``) compares. Not <s>, </s> or padding."""
     import numpy as np
     kept = sketched_tokens(tokens)
     return np.packbits(hidden[kept] > 0, axis=1).tobytes() if kept else b""
@@ -4053,17 +4053,11 @@ def token_matches(query_sketches: bytes, memory_sketches: dict[int, bytes]):
     return ids, (1 - 2 * nearest.T / EMBEDDING_DIM)
 
 
-def late_interaction(query_sketches: bytes, memory_sketches: dict[int, bytes],
-                     weights: Sequence[float] | None = None) -> dict[int, float]:
-    """MaxSim of each memory's token sketches against the query's: ``token_matches`` averaged over the query
-    tokens, each counting its share of ``weights`` (``query_token_weights``) if they are given, one per query
-    token. A memory without sketches, or with damaged ones, is left out."""
+def maxsim(matches, weights: Sequence[float] | None = None):
+    """MaxSim: each row of ``matches`` (``token_matches``) averaged over the query tokens, each counting its share
+    of ``weights`` (``query_token_weights``) if they are given, one per query token."""
     import numpy as np
-    found = token_matches(query_sketches, memory_sketches)
-    if found is None:
-        return {}
-    ids, matches = found
-    return dict(zip(ids, np.average(matches, axis=1, weights=aligned(weights, matches)).tolist()))
+    return np.average(matches, axis=1, weights=aligned(weights, matches))
 
 
 def aligned(weights: Sequence[float] | None, matches) -> Sequence[float] | None:
@@ -4929,7 +4923,7 @@ class YourMemory:
             return
         ids, matches = found_tokens
         row_of = {memory_id: row for row, memory_id in enumerate(ids)}
-        overall = np.average(matches, axis=1, weights=aligned(weights, matches))
+        overall = maxsim(matches, weights)
 
         def best_row(c):  # a memory that replaced others answers what they answered, in their words too
             rows = [row_of[m] for m in [c["id"], *c.get("replaced", ())] if m in row_of]

@@ -949,18 +949,20 @@ def test_late_interaction_takes_each_query_tokens_best_match_and_averages_them()
     its best match in the memory; a damaged blob (not whole sketches) is left out."""
     zeros, ones, half = bytes(96), b"\xff" * 96, b"\x00" * 48 + b"\xff" * 48
     query = zeros + ones  # two query tokens
-    scores = yourmemory.late_interaction(query, {1: zeros + ones, 2: zeros, 3: half, 4: zeros[:95], 5: b""})
-    assert scores == {1: 1.0, 2: 0.0, 3: 0.0}  # 2: 1 for the first token, -1 for the second
-    assert yourmemory.late_interaction(b"", {1: zeros}) == {}
+    ids, matches = yourmemory.token_matches(query, {1: zeros + ones, 2: zeros, 3: half, 4: zeros[:95], 5: b""})
+    assert ids == [1, 2, 3] and matches.tolist() == [[1.0, 1.0], [1.0, -1.0], [0.0, 0.0]]
+    assert yourmemory.maxsim(matches).tolist() == [1.0, 0.0, 0.0]  # 2: 1 for the first token, -1 for the second
+    assert yourmemory.token_matches(b"", {1: zeros}) is None
+    assert yourmemory.token_matches(query, {4: zeros[:95]}) is None
 
 
 def test_late_interaction_counts_each_query_token_by_its_weight():
     """With weights, each query token's best match counts its share; weights that do not line up with the query's
     tokens (an embedder whose words differ from its sketches) are ignored, never misapplied."""
     zeros, ones = bytes(96), b"\xff" * 96
-    query = zeros + ones
-    assert yourmemory.late_interaction(query, {1: zeros}, [3.0, 1.0]) == {1: 0.5}  # (3 x 1 + 1 x -1) / 4
-    assert yourmemory.late_interaction(query, {1: zeros}, [1.0]) == {1: 0.0}
+    _, matches = yourmemory.token_matches(zeros + ones, {1: zeros})
+    assert yourmemory.maxsim(matches, [3.0, 1.0]).tolist() == [0.5]  # (3 x 1 + 1 x -1) / 4
+    assert yourmemory.maxsim(matches, [1.0]).tolist() == [0.0]
 
 
 def test_every_query_token_counts_by_its_weight_however_widely_its_matches_range():
