@@ -1,0 +1,135 @@
+"""Late-interaction lab: the product's own LoCoMo candidates ranked again with other token standings.
+
+    python benchmarks/late_lab.py --units turns
+    python benchmarks/late_lab.py --units summaries
+
+Runs locomo.py's protocol once (the same databases, stores and questions) and keeps, for every question, a copy
+of recall's candidates just before late interaction. It then runs the product's own late interaction on them
+again with each standing in STANDINGS in place of ``token_standing``, and reports what the protocol would score
+with it. The row "token standing" is the product's own (``token_standing``) and must give
+the product's figures: that is what makes the other rows worth reading. Newer-first is left out (no turn or
+summary is a one-sentence fact), and so is the graph walk, which brings a neighbour into the first 20 of a few
+turns questions; the run prints for how many questions the first results are exactly the product's.
+"""
+from __future__ import annotations
+
+import argparse
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from common import CachedEmbedder, Progress, load_locomo
+from locomo import IMPORTANCE, answer_hit, evidence_targets, questions, summary_units, turn_units
+
+import yourmemory
+from yourmemory import InvalidInput, YourMemory
+
+
+def averaged_standing(matches, weights=None):
+    """The standing before the thirty-ninth session: the weighted MaxSim, in standard deviations from the
+    candidates' average (a deviation counted as at least 0.05)."""
+    values = yourmemory.maxsim(matches, weights)
+    return (values - values.mean()) / max(float(values.std()), 0.05)
+
+
+STANDINGS = {"token standing": yourmemory.token_standing, "averaged MaxSim": averaged_standing}
+
+
+class Recorder:
+    """Wraps ``YourMemory._compare_tokens`` to keep a copy of its inputs for the question being asked."""
+
+    def __init__(self):
+        self.last = None
+        self.original = YourMemory._compare_tokens
+        recorder = self
+
+        def compare_tokens(memory, found, query_sketches, weights, now):
+            recorder.last = (memory, copied(found), query_sketches, weights, now)
+            return recorder.original(memory, found, query_sketches, weights, now)
+        YourMemory._compare_tokens = compare_tokens
+
+    def ranked(self, standing, top_k: int) -> list[int]:
+        """The first ``top_k`` candidates after the product's own late interaction with ``standing`` in place
+        of ``token_standing``, ranked by score as recall ranks them before the graph walk."""
+        memory, found, query_sketches, weights, now = self.last
+        found, product_standing = copied(found), yourmemory.token_standing
+        yourmemory.token_standing = standing
+        try:
+            self.original(memory, found, query_sketches, weights, now)
+        finally:
+            yourmemory.token_standing = product_standing
+        return [c["id"] for c in sorted(found.values(), key=lambda c: -c["score"])[:top_k]]
+
+    def close(self) -> None:
+        YourMemory._compare_tokens = self.original
+
+
+def copied(found: dict[int, dict]) -> dict[int, dict]:
+    """A copy of recall's candidates that late interaction can change (their relevance and score)."""
+    return {memory_id: dict(c) for memory_id, c in found.items()}
+
+
+def run_conversation(sample: dict, units: str, top_k: int, embedder, workdir: Path, progress: Progress,
+                     recorder: Recorder) -> list[dict]:
+    memory = YourMemory(workdir / f"{sample['sample_id']}.db", user="bench", embedder=embedder)
+    unit_of: dict[int, str] = {}
+    for unit_id, content in (summary_units(sample) if units == "summaries" else turn_units(sample)):
+        try:
+            unit_of.setdefault(memory.store(content, importance=IMPORTANCE)["id"], unit_id)
+        except InvalidInput:
+            pass
+        progress.step()
+    content = dict(memory.db.execute("SELECT id, content FROM memories"))
+    scored = []
+    for _, q in questions(sample, units):
+        product = [m["id"] for m in memory.recall(q["question"], top_k=top_k)["memories"]]
+        ways = {name: recorder.ranked(standing, top_k) for name, standing in STANDINGS.items()}
+        row = {"category": q["category"], "faithful": product == ways["token standing"]}
+        for name, ids in ways.items():
+            if units == "summaries":
+                row[name] = [float(answer_hit(q["answer"], [content[i] for i in ids[:5]]))]
+            else:
+                targets, found = evidence_targets(q, units), [unit_of.get(i) for i in ids]
+                row[name] = [len(targets & set(found[:k])) / len(targets) for k in (5, 10, 20)]
+        scored.append(row)
+        progress.step()
+    memory.close()
+    return scored
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--units", choices=("summaries", "turns"), default="turns")
+    parser.add_argument("--data", help="path to locomo10.json (default: ../shared/data/locomo10.json)")
+    parser.add_argument("--limit", type=int, help="only the first N conversations (for a quick look)")
+    args = parser.parse_args()
+    samples = load_locomo(args.data)[:args.limit]
+    top_k = 5 if args.units == "summaries" else 20
+    units_of = summary_units if args.units == "summaries" else turn_units
+    progress = Progress(sum(len(units_of(s)) + len(questions(s, args.units)) for s in samples), "late lab")
+    embedder, recorder, scored = CachedEmbedder(), Recorder(), []
+    try:
+        with tempfile.TemporaryDirectory(prefix="yourmemory-late-lab-") as workdir:
+            for sample in samples:
+                scored += run_conversation(sample, args.units, top_k, embedder, Path(workdir), progress, recorder)
+    finally:
+        recorder.close()
+    print(f"the product's own standing gave the product's results for {sum(s['faithful'] for s in scored)} "
+          f"of {len(scored)} questions")
+    by_category = defaultdict(list)
+    for s in scored:
+        by_category[s["category"]].append(s)
+    label = "hits@5" if args.units == "summaries" else "recall@5 / @10 / @20"
+    for name in STANDINGS:
+        print(f"{name} ({label}):")
+        for category, rows in [("all", scored), *sorted(by_category.items())]:
+            values = np.array([r[name] for r in rows])
+            shown = (f"{int(values.sum())}" if args.units == "summaries"
+                     else " / ".join(f"{v:.4f}" for v in values.mean(axis=0)))
+            print(f"  {category!s:>4} (n={len(rows)}): {shown}")
+
+
+if __name__ == "__main__":
+    main()
