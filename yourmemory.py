@@ -4906,7 +4906,6 @@ class YourMemory:
         they replaced match better on the whole, of its; a reply read with the question before it:
         ``_questions_answered``), cut like their own relevance by the share of them that asks. One without
         sketches (stored before they were kept, or by another embedder) stands at the average."""
-        import numpy as np
         if not query_sketches:
             return
         best = sorted(found.values(), key=lambda c: -c["relevance"])[:LATE_CANDIDATES]
