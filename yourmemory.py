@@ -44,6 +44,7 @@ import os
 import re
 import secrets
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -125,13 +126,24 @@ SPEAKER_SHARE = 0.03
 # Late interaction: a memory's vector is the mean of its tokens' states, so one telling word in a long memory
 # weighs little. The best LATE_CANDIDATES candidates are also compared token by token with the query (each
 # query token's best match among the memory's tokens: MaxSim, on one-bit sketches of the states) and gain
-# LATE_WEIGHT times their standing among themselves (LoCoMo turns, fusion_lab): each query token's best match
+# a lift of their standing among themselves (LoCoMo turns, fusion_lab): each query token's best match
 # measured against the other candidates' (in standard deviations, at least LATE_TOKEN_MIN_SPREAD), averaged by the
 # token weights below, scaled to a spread of one (at least LATE_MIN_SPREAD, so that among a handful of candidates
 # a small difference stays small). Measuring each token first lets every token count by its weight however widely
 # its matches range (LoCoMo turns 0.7611 / 0.8283 -> 0.7639 / 0.8313 at 5 / 10, summaries 936 -> 942 hits, against
 # the z-score of the averaged MaxSim; BENCHMARKS.md, thirty-ninth session).
-LATE_WEIGHT = 0.1
+# A standing is in standard deviations; it lifts a candidate by LATE_WEIGHT standard deviations of the candidates'
+# relevance, between LATE_MIN_LIFT and LATE_MAX_LIFT. Where candidates lie far apart, a fixed lift could only swap
+# neighbours; where a few lie close together, relevance hardly tells them apart and the tokens keep the lift they
+# had. A quote by someone the query names gains SPEAKER_SHARE once more for each LATE_MIN_LIFT the lift exceeds
+# LATE_MIN_LIFT: without it, at a lift of 0.2 the sketches' noise between two quotes that say the same outweighed
+# who said them. Against a fixed lift of 0.1: LoCoMo summaries 942 -> 952 hits, turns 0.7639 / 0.8313 / 0.8806 ->
+# 0.7641 / 0.8332 / 0.8812 at 5 / 10 / 20, the fourteen stale-fact files 1,254 -> 1,253 chains (without the floor:
+# 954 hits, 0.7642 / 0.8335 / 0.8800, and among a handful of close memories the tokens lost their say;
+# BENCHMARKS.md, fortieth session).
+LATE_WEIGHT = 1.4
+LATE_MIN_LIFT = 0.1
+LATE_MAX_LIFT = 0.2
 LATE_CANDIDATES = 100
 LATE_TOKEN_MIN_SPREAD = 0.02
 LATE_MIN_SPREAD = 0.5
@@ -4078,6 +4090,13 @@ def token_standing(matches, weights: Sequence[float] | None = None):
     return standing / max(float(standing.std()), LATE_MIN_SPREAD)
 
 
+def late_lift(relevances: Sequence[float]) -> float:
+    """What a standing of one (``token_standing``) adds to a candidate's relevance: LATE_WEIGHT standard
+    deviations of the candidates' ``relevances``, at least LATE_MIN_LIFT and at most LATE_MAX_LIFT. Candidates
+    far apart need a larger lift for the tokens to move one past more than its neighbours."""
+    return min(max(LATE_WEIGHT * statistics.pstdev(relevances), LATE_MIN_LIFT), LATE_MAX_LIFT)
+
+
 LATE_TOKEN_CHUNK = 2048
 
 
@@ -4900,12 +4919,15 @@ class YourMemory:
 
     def _compare_tokens(self, found: dict[int, dict], query_sketches: bytes | None, weights: list[float] | None,
                         now: float) -> None:
-        """Late interaction: the LATE_CANDIDATES most relevant candidates gain LATE_WEIGHT times their standing
-        among themselves on their tokens' best matches to the query's (``token_standing``: the query's tokens
-        counting by ``weights``, ``query_token_weights``; the matches of their own tokens or, if those of a memory
-        they replaced match better on the whole, of its; a reply read with the question before it:
-        ``_questions_answered``), cut like their own relevance by the share of them that asks. One without
-        sketches (stored before they were kept, or by another embedder) stands at the average."""
+        """Late interaction: the LATE_CANDIDATES most relevant candidates are measured against each other on their
+        tokens' best matches to the query's (``token_standing``: the query's tokens counting by ``weights``,
+        ``query_token_weights``; the matches of their own tokens or, if those of a memory they replaced match
+        better on the whole, of its; a reply read with the question before it: ``_questions_answered``). Each gains
+        its standing times ``late_lift`` (LATE_WEIGHT standard deviations of their relevance, within bounds), and
+        a quote by someone the query names its SPEAKER_SHARE again for every LATE_MIN_LIFT the lift exceeds
+        LATE_MIN_LIFT, so that two quotes that say the same still come in the order of who said them; the gain is
+        cut like its own relevance by the share of it that asks. One without sketches (stored before they were
+        kept, or by another embedder) stands at the average."""
         if not query_sketches:
             return
         best = sorted(found.values(), key=lambda c: -c["relevance"])[:LATE_CANDIDATES]
@@ -4931,9 +4953,12 @@ class YourMemory:
         if len(rows) < 2:
             return
         standing = dict(zip(rows, token_standing(matches[list(rows.values())], weights).tolist()))
+        lift = late_lift([c["relevance"] for c in best])
+        said_more = lift / LATE_MIN_LIFT - 1  # who said it keeps its say against the tokens as the lift grows
         for c in best:
             if c["id"] in standing:
-                c["relevance"] += LATE_WEIGHT * standing[c["id"]] * (1 - QUESTION_DISCOUNT * c.get("asks", 0.0))
+                gain = lift * standing[c["id"]] + said_more * c["signals"]["speaker"]
+                c["relevance"] += gain * (1 - QUESTION_DISCOUNT * c.get("asks", 0.0))
                 c["score"] = weigh_by_strength(c["relevance"], self._strength(c["row"], now))
 
     @staticmethod

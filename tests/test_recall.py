@@ -940,7 +940,7 @@ def test_a_telling_detail_in_a_long_memory_is_found_by_comparing_tokens(memory, 
     clock.advance(days=1)
     other = memory.store("Jun: I had to cancel the trip, sadly.")["id"]
     assert recall_top() == telling
-    monkeypatch.setattr(yourmemory, "LATE_WEIGHT", 0.0)
+    monkeypatch.setattr(yourmemory, "token_standing", lambda matches, weights=None: 0 * matches[:, 0])
     assert recall_top() == other
 
 
@@ -978,6 +978,19 @@ def test_every_query_token_counts_by_its_weight_however_widely_its_matches_range
     assert standing.tolist() == pytest.approx([0.9875, -0.9875])  # (1 - 0.0005 / 2 / 0.02) / 2, over 0.5
     standing = yourmemory.token_standing(np.array([[0.5, 0.5], [0.5001, 0.5001]]), [1.0, 1.0])
     assert abs(standing).max() < 0.01
+
+
+def test_late_interaction_lifts_by_the_spread_of_the_candidates_relevance():
+    """A standing of one lifts a candidate by LATE_WEIGHT standard deviations of the candidates' relevance: more
+    among candidates further apart, the same wherever they lie, never less than LATE_MIN_LIFT (among a few close
+    candidates the tokens keep their say) nor more than LATE_MAX_LIFT."""
+    spread = 0.1 * (2 / 3) ** 0.5  # of 0.3, 0.4, 0.5
+    assert yourmemory.late_lift([0.3, 0.4, 0.5]) == pytest.approx(yourmemory.LATE_WEIGHT * spread)
+    assert yourmemory.late_lift([0.25, 0.4, 0.55]) == pytest.approx(yourmemory.LATE_WEIGHT * spread * 1.5)
+    assert yourmemory.late_lift([0.6, 0.7, 0.8]) == pytest.approx(yourmemory.LATE_WEIGHT * spread)
+    assert yourmemory.late_lift([0.38, 0.4, 0.42]) == yourmemory.LATE_MIN_LIFT
+    assert yourmemory.late_lift([0.4, 0.4]) == yourmemory.LATE_MIN_LIFT
+    assert yourmemory.late_lift([0.0, 0.5, 1.0]) == yourmemory.LATE_MAX_LIFT
 
 
 def test_query_tokens_count_by_the_idf_of_their_words(memory):
