@@ -1,13 +1,13 @@
-"""Late-interaction lab: the product's own LoCoMo candidates ranked again with other token standings.
+"""Late-interaction lab: the product's own LoCoMo candidates ranked again with other token standings and lifts.
 
     python benchmarks/late_lab.py --units turns
     python benchmarks/late_lab.py --units summaries
 
 Runs locomo.py's protocol once (the same databases, stores and questions) and keeps, for every question, a copy
 of recall's candidates just before late interaction. It then runs the product's own late interaction on them
-again with each standing in STANDINGS in place of ``token_standing``, and reports what the protocol would score
-with it. The row "token standing" is the product's own (``token_standing``) and must give
-the product's figures: that is what makes the other rows worth reading. Newer-first is left out (no turn or
+again with each way in WAYS (a standing in place of ``token_standing``, a lift in place of ``late_lift``), and
+reports what the protocol would score with it. The first row is the product's own and must give the product's
+figures: that is what makes the other rows worth reading. Newer-first is left out (no turn or
 summary is a one-sentence fact), and so is the graph walk, which brings a neighbour into the first 20 of a few
 turns questions; the run prints for how many questions the first results are exactly the product's.
 """
@@ -34,7 +34,16 @@ def averaged_standing(matches, weights=None):
     return (values - values.mean()) / max(float(values.std()), 0.05)
 
 
-STANDINGS = {"token standing": yourmemory.token_standing, "averaged MaxSim": averaged_standing}
+def fixed_lift(relevances):
+    """The lift before the fortieth session: 0.1 whatever the candidates' spread (with it, who said it gains
+    nothing more in late interaction)."""
+    return 0.1
+
+
+PRODUCT = "token standing, lift by the spread"
+WAYS = {PRODUCT: (yourmemory.token_standing, yourmemory.late_lift),
+        "token standing, fixed lift 0.1 (thirty-ninth session)": (yourmemory.token_standing, fixed_lift),
+        "averaged MaxSim, fixed lift 0.1 (thirty-eighth session)": (averaged_standing, fixed_lift)}
 
 
 class Recorder:
@@ -50,16 +59,17 @@ class Recorder:
             return recorder.original(memory, found, query_sketches, weights, now)
         YourMemory._compare_tokens = compare_tokens
 
-    def ranked(self, standing, top_k: int) -> list[int]:
+    def ranked(self, standing, lift, top_k: int) -> list[int]:
         """The first ``top_k`` candidates after the product's own late interaction with ``standing`` in place
-        of ``token_standing``, ranked by score as recall ranks them before the graph walk."""
+        of ``token_standing`` and ``lift`` in place of ``late_lift``, ranked by score as recall ranks them before
+        the graph walk."""
         memory, found, query_sketches, weights, now = self.last
-        found, product_standing = copied(found), yourmemory.token_standing
-        yourmemory.token_standing = standing
+        found, product = copied(found), (yourmemory.token_standing, yourmemory.late_lift)
+        yourmemory.token_standing, yourmemory.late_lift = standing, lift
         try:
             self.original(memory, found, query_sketches, weights, now)
         finally:
-            yourmemory.token_standing = product_standing
+            yourmemory.token_standing, yourmemory.late_lift = product
         return [c["id"] for c in sorted(found.values(), key=lambda c: -c["score"])[:top_k]]
 
     def close(self) -> None:
@@ -85,8 +95,8 @@ def run_conversation(sample: dict, units: str, top_k: int, embedder, workdir: Pa
     scored = []
     for _, q in questions(sample, units):
         product = [m["id"] for m in memory.recall(q["question"], top_k=top_k)["memories"]]
-        ways = {name: recorder.ranked(standing, top_k) for name, standing in STANDINGS.items()}
-        row = {"category": q["category"], "faithful": product == ways["token standing"]}
+        ways = {name: recorder.ranked(standing, lift, top_k) for name, (standing, lift) in WAYS.items()}
+        row = {"category": q["category"], "faithful": product == ways[PRODUCT]}
         for name, ids in ways.items():
             if units == "summaries":
                 row[name] = [float(answer_hit(q["answer"], [content[i] for i in ids[:5]]))]
@@ -116,13 +126,13 @@ def main() -> None:
                 scored += run_conversation(sample, args.units, top_k, embedder, Path(workdir), progress, recorder)
     finally:
         recorder.close()
-    print(f"the product's own standing gave the product's results for {sum(s['faithful'] for s in scored)} "
+    print(f"the product's own late interaction gave the product's results for {sum(s['faithful'] for s in scored)} "
           f"of {len(scored)} questions")
     by_category = defaultdict(list)
     for s in scored:
         by_category[s["category"]].append(s)
     label = "hits@5" if args.units == "summaries" else "recall@5 / @10 / @20"
-    for name in STANDINGS:
+    for name in WAYS:
         print(f"{name} ({label}):")
         for category, rows in [("all", scored), *sorted(by_category.items())]:
             values = np.array([r[name] for r in rows])
