@@ -4956,8 +4956,7 @@ class YourMemory:
         lift = late_lift([c["relevance"] for c in best])
         said_more = lift / LATE_MIN_LIFT - 1  # who said it keeps its say against the tokens as the lift grows
         for c in best:
-            if c["id"] in standing:
-                gain = lift * standing[c["id"]] + said_more * c["signals"]["speaker"]
+            if gain := lift * standing.get(c["id"], 0.0) + said_more * c["signals"]["speaker"]:
                 c["relevance"] += gain * (1 - QUESTION_DISCOUNT * c.get("asks", 0.0))
                 c["score"] = weigh_by_strength(c["relevance"], self._strength(c["row"], now))
 
