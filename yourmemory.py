@@ -4924,9 +4924,9 @@ class YourMemory:
         ``query_token_weights``; the matches of their own tokens or, if those of a memory they replaced match
         better on the whole, of its; a reply read with the question before it: ``_questions_answered``). Each gains
         its standing times ``late_lift`` (LATE_WEIGHT standard deviations of their relevance, within bounds), and
-        a quote by someone the query names its SPEAKER_SHARE again for every LATE_MIN_LIFT the lift exceeds
-        LATE_MIN_LIFT, so that two quotes that say the same still come in the order of who said them; the gain is
-        cut like its own relevance by the share of it that asks. One without sketches (stored before they were
+        a quote by someone the query names gains its SPEAKER_SHARE again for every LATE_MIN_LIFT the lift exceeds
+        LATE_MIN_LIFT, so that who said it keeps its weight against the tokens; the gain is cut like its own
+        relevance by the share of it that asks. One without sketches (stored before they were
         kept, or by another embedder) stands at the average."""
         if not query_sketches:
             return
