@@ -132,11 +132,11 @@ SPEAKER_SHARE = 0.03
 # a small difference stays small). Measuring each token first lets every token count by its weight however widely
 # its matches range (LoCoMo turns 0.7611 / 0.8283 -> 0.7639 / 0.8313 at 5 / 10, summaries 936 -> 942 hits, against
 # the z-score of the averaged MaxSim; BENCHMARKS.md, thirty-ninth session).
-# A standing is in standard deviations; it lifts a candidate by LATE_WEIGHT standard deviations of the candidates'
-# relevance, between LATE_MIN_LIFT and LATE_MAX_LIFT. Where candidates lie far apart, a fixed lift could only swap
+# A standing of one lifts a candidate by LATE_WEIGHT standard deviations of the candidates' relevance, kept between
+# LATE_MIN_LIFT and LATE_MAX_LIFT. Where candidates lie far apart, a fixed lift could only swap
 # neighbours; where a few lie close together, relevance hardly tells them apart and the tokens keep the lift they
-# had. A quote by someone the query names gains SPEAKER_SHARE once more for each LATE_MIN_LIFT the lift exceeds
-# LATE_MIN_LIFT: without it, at a lift of 0.2 the sketches' noise between two quotes that say the same outweighed
+# had. A quote by someone the query names gains SPEAKER_SHARE again times (lift / LATE_MIN_LIFT - 1), once more at
+# a lift of 0.2: without it, at a lift of 0.2 the sketches' noise between two quotes that say the same outweighed
 # who said them. Against a fixed lift of 0.1: LoCoMo summaries 942 -> 952 hits, turns 0.7639 / 0.8313 / 0.8806 ->
 # 0.7641 / 0.8332 / 0.8812 at 5 / 10 / 20, the fourteen stale-fact files 1,254 -> 1,253 chains (without the floor:
 # 954 hits, 0.7642 / 0.8335 / 0.8800, and among a handful of close memories the tokens lost their say;
@@ -4924,9 +4924,9 @@ class YourMemory:
         ``query_token_weights``; the matches of their own tokens or, if those of a memory they replaced match
         better on the whole, of its; a reply read with the question before it: ``_questions_answered``). Each gains
         its standing times ``late_lift`` (LATE_WEIGHT standard deviations of their relevance, within bounds), and
-        a quote by someone the query names gains its SPEAKER_SHARE again for every LATE_MIN_LIFT the lift exceeds
-        LATE_MIN_LIFT, so that who said it keeps its weight against the tokens; the gain is cut like its own
-        relevance by the share of it that asks. One without sketches (stored before they were
+        a quote by someone the query names gains its SPEAKER_SHARE again in proportion to what the lift adds to
+        LATE_MIN_LIFT (once more at twice it), so that who said it keeps its weight against the tokens; the gain is
+        cut like its own relevance by the share of it that asks. One without sketches (stored before they were
         kept, or by another embedder) stands at the average."""
         if not query_sketches:
             return
@@ -4954,7 +4954,7 @@ class YourMemory:
             return
         standing = dict(zip(rows, token_standing(matches[list(rows.values())], weights).tolist()))
         lift = late_lift([c["relevance"] for c in best])
-        said_more = lift / LATE_MIN_LIFT - 1  # who said it keeps its say against the tokens as the lift grows
+        said_more = max(lift / LATE_MIN_LIFT - 1, 0.0)  # who said it keeps its say against the tokens as the lift grows
         for c in best:
             if gain := lift * standing.get(c["id"], 0.0) + said_more * c["signals"]["speaker"]:
                 c["relevance"] += gain * (1 - QUESTION_DISCOUNT * c.get("asks", 0.0))
