@@ -4847,7 +4847,10 @@ class YourMemory:
         change, does not: "The infra standup is capped at 15 minutes" does not answer "When is the infra
         standup?" before "... is at 8:45", nor "Idris has weekly one-on-ones with his manager" "Who is Idris's
         manager?" before "Idris's manager is Henrik". Nor when the newer fact is about another person
-        (``_about_someone_else``): "Priya's parents live in Chennai".
+        (``_about_someone_else``): "Priya's parents live in Chennai". An announced update of a merely related
+        fact (``announces_update``, from cosine 0.3) must name another value of what the question asks for when
+        the older text names one: "The user now prefers short, bullet-point answers" is no answer to "Which
+        units should I use with the user?" before "The user asked for imperial units since moving to Texas".
         """
         another_answer = (similarity >= (NEWER_FIRST_MIN_SIMILARITY if _announces_change(new_doc) else NEWER_KIND_MIN_SIMILARITY)
                           and bool(old_values) and bool(new_values - old_values))
@@ -4859,7 +4862,7 @@ class YourMemory:
                  and not (old_values and not new_values and not _announces_change(new_doc)))
                 or (similarity >= NEWER_FIRST_MIN_SIMILARITY and _announces_change(new_doc)
                     and restates_value(old_doc, new_doc))
-                or announces_update(old_doc, new_doc))
+                or (announces_update(old_doc, new_doc) and not (old_values and not new_values - old_values)))
 
     def _related_pairs(self, ids: list[int], others: list[int]) -> dict[tuple[int, int], float]:
         """Pairs of one of ``ids`` and one of ``others`` (both orders) whose vectors have cosine >=

@@ -869,6 +869,24 @@ def test_a_newer_fact_naming_no_other_value_of_what_is_asked_stays_below(memory,
     assert top[0]["id"] == first["id"] and "newer" not in {m["via"] for m in top}
 
 
+@pytest.mark.parametrize("older, newer, question", [
+    ("Our newsletters go out through Mailchimp.", "The user now wants newsletters to be shorter.",
+     "Which service sends our newsletters?"),
+    ("Meeting notes are kept in Notion.", "The team now wants meeting notes to be shorter.",
+     "Where are meeting notes kept?"),
+])
+def test_an_announced_change_naming_no_other_value_of_what_is_asked_stays_below(memory, clock, older, newer,
+                                                                                 question):
+    """The newer text announces a change ("now") of something about the same thing, a related fact that
+    newer-first would move first, but it names no other value of what the question asks for than the older one
+    (a service, a place): it is no newer value of it."""
+    first = memory.store(older)
+    clock.advance(seconds=60)
+    assert memory.store(newer)["action"] == "store"
+    top = memory.recall(question, top_k=2)["memories"]
+    assert top[0]["id"] == first["id"] and "newer" not in {m["via"] for m in top}
+
+
 def test_a_fact_that_names_what_is_asked_moves_above_a_close_one_that_does_not(memory, clock):
     """The question is worded like the other fact about the book club, which ranks first on its own."""
     answer = memory.store("The book club meets on the first Thursday of the month.")
