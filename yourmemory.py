@@ -1869,8 +1869,10 @@ def _negations(text: str) -> int:
 
 def names_in(text: str) -> set[str]:
     """The words of a text that name someone or mark something, with no parse: capitalised words that are
-    not stop words ("Priya", "Zoë"; not "CI") and words of letters and digits ("Q3", "5k"), lower-cased."""
-    return {word.lower() for word in _runs(text) if _is_name(word) or _is_mark(word)} - STOPWORDS
+    not stop words ("Priya", "Zoë"; not "CI"), words with a capital after a small first letter ("iOS", "macOS",
+    "iPhone") and words of letters and digits ("Q3", "5k"), lower-cased."""
+    return {word.lower() for word in _runs(text)
+            if _is_name(word) or _is_capitalised_inside(word) or _is_mark(word)} - STOPWORDS
 
 
 def numbers_in(text: str) -> set[str]:
@@ -1907,6 +1909,10 @@ def _runs(text: str) -> list[str]:
 
 def _is_name(word: str) -> bool:
     return word[0].isupper() and not word.isupper()
+
+
+def _is_capitalised_inside(word: str) -> bool:
+    return word[0].islower() and any(c.isupper() for c in word[1:])
 
 
 def _is_mark(word: str) -> bool:
