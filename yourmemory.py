@@ -2973,11 +2973,22 @@ def _asked_about_the_older_subject(old_doc, new_doc, asked_words: set[str]) -> b
     the same of another topic noun both facts have (``_asked_about_the_older_topic``)."""
     if _asked_about_the_older_topic(old_doc, new_doc, asked_words):
         return True
-    old_subject, new_subject = _subject(old_doc), _subject(new_doc)
-    if old_subject is None or new_subject is None:
+    old_marks, new_marks = _marked_subject(old_doc), _marked_subject(new_doc)
+    if old_marks is None or new_marks is None:
         return False
-    old_marks, new_marks = _subject_marks(old_subject), _subject_marks(new_subject)
     return bool((old_marks - new_marks) & asked_words) and bool(new_marks - old_marks - asked_words)
+
+
+def _marked_subject(doc) -> set[str] | None:
+    """The marks of the first sentence's subject (``_subject_marks``), or None without one. The small model
+    reads "The office Wi-Fi password is ..." as "office" with "password" beside it in apposition, no comma
+    between: the noun the phrase ends on is the subject then, and the word read as its head one of its marks."""
+    subject = _subject(doc)
+    if subject is None:
+        return None
+    apposed = next((child for child in subject.children if child.dep_ == "appos" and child.pos_ == "NOUN"
+                    and child.left_edge.i == subject.i + 1), None)
+    return _subject_marks(subject) if apposed is None else _subject_marks(apposed) | {subject.lower_}
 
 
 def _subject_marks(subject) -> set[str]:

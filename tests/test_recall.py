@@ -354,6 +354,16 @@ def test_a_newer_fact_does_not_move_above_one_naming_the_ios_asked_about(memory,
     assert top[0]["id"] == floor["id"] and "newer" not in {m["via"] for m in top}
 
 
+def test_a_newer_fact_about_a_differently_marked_subject_does_not_move_above_a_misparsed_one(memory, clock):
+    """spaCy's small model reads "The lab Wi-Fi password" as "lab" with "password" in apposition: the guard on
+    the subject's marks must still see "lab" asked for and "visitor" not (found on the stale-fact benchmark)."""
+    lab = memory.store("The lab Wi-Fi password is tealheron19.")
+    clock.advance(seconds=60)
+    assert memory.store("The visitor Wi-Fi password is hello2026.")["action"] == "store"
+    top = memory.recall("What is the lab Wi-Fi password?", top_k=2)["memories"]
+    assert top[0]["id"] == lab["id"] and "newer" not in {m["via"] for m in top}
+
+
 def test_a_number_is_a_value_not_a_mark_of_the_topic(memory, clock):
     """"port 5173" and "port 3000" are two values of one port, not two ports: the newer still comes first."""
     memory.store("The frontend dev server runs on port 5173")
