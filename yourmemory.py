@@ -1924,7 +1924,8 @@ def is_pure_question(text: str) -> bool:
     """True when every sentence is a question and none also states something.
 
     "Which DB do we use?" is a question; "I went hiking last week - have you been?"
-    and "We use Postgres?" are not: they carry a statement worth remembering.
+    and "We use Postgres?" are not: they carry a statement worth remembering. Nor is a suggestion
+    ("How about biking to work?", ``suggests``): it says what was proposed.
     """
     body = _SPEAKER.sub("", text).strip()
     sentences = [s.strip() for s in _SENTENCE.findall(body) if s.strip(" .!?")]
@@ -1932,16 +1933,17 @@ def is_pure_question(text: str) -> bool:
         return False
     if re.search(r"[—–;:]| - ", body):
         return False  # a clause before the question may state a fact
-    return all(_opens_like_question(s) for s in sentences)
+    return all(_opens_like_question(s) and not suggests(s) for s in sentences)
 
 
 def question_share(text: str) -> float:
     """The share of a text, by characters, in sentences that ask: 1.0 for "Which projects excite
-    you?", about half for "Sorry about your knee. Any ways to stay active while you heal?"."""
+    you?", about half for "Sorry about your knee. Any ways to stay active while you heal?". A suggestion
+    asks nothing (``suggests``)."""
     if "?" not in text:
         return 0.0  # most memories; recall asks this of every candidate
     sentences = [s.strip() for s in _SENTENCE.findall(_SPEAKER.sub("", text)) if s.strip(" .!?")]
-    asked = sum(len(s) for s in sentences if s.endswith("?"))
+    asked = sum(len(s) for s in sentences if s.endswith("?") and not suggests(s))
     return asked / sum(len(s) for s in sentences) if asked else 0.0
 
 
@@ -1950,6 +1952,20 @@ def looks_like_one_sentence(text: str) -> bool:
     A title ends no sentence: "Amara now works at St. Aldric Clinic" is one."""
     pieces = _SENTENCE_BREAK.split(text.strip())
     return all(piece.rsplit(None, 1)[-1] in TITLES for piece in pieces[:-1])
+
+
+def suggests(sentence: str) -> bool:
+    """Does the sentence propose something in the form of a question: "How about reducing our footprint by
+    biking?", "What about we meet on Monday?", "Why don't you try yoga?", "Why not use Redis?"? It holds what was
+    proposed; "How about you?" and "What about the budget?" ask."""
+    words = re.findall(r"[\w']+", sentence)
+    while words and words[0].lower() in DISCOURSE_MARKERS:
+        words.pop(0)
+    opening, rest = [w.lower() for w in words[:2]], words[2:]
+    if opening in (["how", "about"], ["what", "about"]) and rest:
+        doing = rest[0].islower() and rest[0].endswith("ing") and not rest[0].endswith("thing")  # not "something"
+        return doing or rest[0].lower() in ("we", "i", "us")
+    return opening in (["why", "not"], ["why", "don't"], ["why", "dont"]) and bool(rest)
 
 
 def _opens_like_question(sentence: str) -> bool:

@@ -201,6 +201,8 @@ def test_an_episode_never_crosses_writers(memory, clock):
     ("Sam: Which projects excite you most?", 1.0),
     ("The deploy failed because the registry token expired.", 0.0),
     ("Sorry about your knee. Any ways to stay active?", 24 / 46),  # characters of the asking sentence
+    ("Maya: How about taking the train to Leeds instead?", 0.0),  # a suggestion asks nothing
+    ("Nice photo! How about you?", 14 / 25),  # "how about" asking back does
     ("?", 0.0),
     ("", 0.0),
 ])

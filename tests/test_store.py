@@ -65,6 +65,8 @@ def test_category_is_inferred_when_absent_and_the_reply_says_so(memory, text, ca
     "Which database do we use?",
     "So what did the user decide about tabs?",
     "Caroline: Have you been to the new climbing gym? What did you think?",
+    "How about you?",  # "how about" asking back, not proposing
+    "What about the budget?",
 ])
 def test_pure_questions_are_refused(memory, question):
     with pytest.raises(InvalidInput, match="content: this is a question"):
@@ -78,6 +80,8 @@ def test_pure_questions_are_refused(memory, question):
     "We moved the API to Go. Any objections?",
     "The user prefers tabs?! No, spaces.",
     "The question was: should we use Redis for caching sessions?",  # "The question was" is no speaker
+    "Andrew: How about cutting our energy bill by drying clothes outside?",  # a suggestion says what was proposed
+    "Why don't we move the retro to Friday afternoons?",
 ])
 def test_a_turn_that_also_states_something_is_kept(memory, statement):
     assert memory.store(statement)["action"] == "store"
