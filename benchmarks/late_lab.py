@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 
 from common import CachedEmbedder, Progress, load_locomo
-from locomo import IMPORTANCE, answer_hit, evidence_targets, questions, summary_units, turn_units
+from locomo import answer_hit, evidence_targets, questions, store_units, summary_units, turn_units
 
 import yourmemory
-from yourmemory import InvalidInput, YourMemory
+from yourmemory import YourMemory
 
 
 def averaged_standing(matches, weights=None):
@@ -63,14 +63,20 @@ class Recorder:
         """The first ``top_k`` candidates after the product's own late interaction with ``standing`` in place
         of ``token_standing`` and ``lift`` in place of ``late_lift``, ranked by score as recall ranks them before
         the graph walk."""
+        found = self.compared(standing, lift)
+        return [c["id"] for c in sorted(found.values(), key=lambda c: -c["score"])[:top_k]]
+
+    def compared(self, standing=None, lift=None) -> dict[int, dict]:
+        """A copy of the question's candidates after the product's own late interaction (with ``standing`` and
+        ``lift`` in place of the product's, if given)."""
         memory, found, query_sketches, weights, now = self.last
         found, product = copied(found), (yourmemory.token_standing, yourmemory.late_lift)
-        yourmemory.token_standing, yourmemory.late_lift = standing, lift
+        yourmemory.token_standing, yourmemory.late_lift = standing or product[0], lift or product[1]
         try:
             self.original(memory, found, query_sketches, weights, now)
         finally:
             yourmemory.token_standing, yourmemory.late_lift = product
-        return [c["id"] for c in sorted(found.values(), key=lambda c: -c["score"])[:top_k]]
+        return found
 
     def close(self) -> None:
         YourMemory._compare_tokens = self.original
@@ -84,13 +90,7 @@ def copied(found: dict[int, dict]) -> dict[int, dict]:
 def run_conversation(sample: dict, units: str, top_k: int, embedder, workdir: Path, progress: Progress,
                      recorder: Recorder) -> list[dict]:
     memory = YourMemory(workdir / f"{sample['sample_id']}.db", user="bench", embedder=embedder)
-    unit_of: dict[int, str] = {}
-    for unit_id, content in (summary_units(sample) if units == "summaries" else turn_units(sample)):
-        try:
-            unit_of.setdefault(memory.store(content, importance=IMPORTANCE)["id"], unit_id)
-        except InvalidInput:
-            pass
-        progress.step()
+    unit_of, _ = store_units(memory, summary_units(sample) if units == "summaries" else turn_units(sample), progress)
     content = dict(memory.db.execute("SELECT id, content FROM memories"))
     scored = []
     for _, q in questions(sample, units):

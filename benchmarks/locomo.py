@@ -78,20 +78,27 @@ def evidence_targets(question: dict, units: str) -> set[str]:
     return targets
 
 
-def run_conversation(sample: dict, units: str, top_k: int, embedder, workdir: Path, progress: Progress):
-    memory = YourMemory(workdir / f"{sample['sample_id']}.db", user="bench", embedder=embedder)
+def store_units(memory: YourMemory, units: list[tuple[str, str]], progress: Progress) -> tuple[dict, dict]:
+    """Store each (unit id, content) in order, as the protocol does: {memory id: unit id} (a reinforced unit maps
+    to the memory it joined; a refused one is simply not found), and how many stores took each action."""
     unit_of: dict[int, str] = {}
     actions: dict[str, int] = defaultdict(int)
-    stored = summary_units(sample) if units == "summaries" else turn_units(sample)
-    for unit_id, content in stored:
+    for unit_id, content in units:
+        progress.step()
         try:
             result = memory.store(content, importance=IMPORTANCE)
         except InvalidInput:
             actions["refused"] += 1
             continue
         actions[result["action"]] += 1
-        unit_of.setdefault(result["id"], unit_id)  # a reinforced unit maps to the memory it joined
-        progress.step()
+        unit_of.setdefault(result["id"], unit_id)
+    return unit_of, actions
+
+
+def run_conversation(sample: dict, units: str, top_k: int, embedder, workdir: Path, progress: Progress):
+    memory = YourMemory(workdir / f"{sample['sample_id']}.db", user="bench", embedder=embedder)
+    unit_of, actions = store_units(memory, summary_units(sample) if units == "summaries" else turn_units(sample),
+                                   progress)
     records = []
     for index, q in questions(sample, units):
         recalled = memory.recall(q["question"], top_k=top_k)["memories"]

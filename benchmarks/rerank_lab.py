@@ -36,10 +36,11 @@ from pathlib import Path
 import numpy as np
 
 from common import CachedEmbedder, Progress, load_locomo
-from locomo import IMPORTANCE, evidence_targets, questions, turn_units
+from late_lab import Recorder
+from locomo import evidence_targets, questions, store_units, turn_units
 
 import yourmemory
-from yourmemory import InvalidInput, YourMemory
+from yourmemory import YourMemory
 
 WAYS = {"the product's score": None,
         **{f"expansion F{f} N{n} w{w}": ("expansion", f, n, w)
@@ -48,23 +49,6 @@ WAYS = {"the product's score": None,
         **{f"kind {g}": ("kind", g) for g in (0.03, 0.05, 0.08, 0.12, 0.2)},
         **{f"sentence {g} m{m}": ("sentence", g, m) for g in (0.25, 0.5, 1.0, 1.5) for m in (3, 5)},
         **{f"pooled {g} m{m}": ("pooled", g, m) for g in (0.5, 1.0, 2.0, 3.0, 5.0) for m in (3, 5)}}
-
-
-class Recorder:
-    """Wraps ``YourMemory._compare_tokens`` to keep a copy of the candidates it leaves, for the question asked."""
-
-    def __init__(self):
-        self.found = None
-        self.original = YourMemory._compare_tokens
-        recorder = self
-
-        def compare_tokens(memory, found, query_sketches, weights, now):
-            self.original(memory, found, query_sketches, weights, now)
-            recorder.found = {memory_id: dict(c) for memory_id, c in found.items()}
-        YourMemory._compare_tokens = compare_tokens
-
-    def close(self) -> None:
-        YourMemory._compare_tokens = self.original
 
 
 class Conversation:
@@ -183,17 +167,11 @@ def extra_signal(way: tuple, found: dict[int, dict], order: list[dict], query: s
 
 def run_conversation(sample: dict, embedder, workdir: Path, progress: Progress, recorder: Recorder) -> list[dict]:
     memory = YourMemory(workdir / f"{sample['sample_id']}.db", user="bench", embedder=embedder)
-    unit_of: dict[int, str] = {}
-    for unit_id, content in turn_units(sample):
-        try:
-            unit_of.setdefault(memory.store(content, importance=IMPORTANCE)["id"], unit_id)
-        except InvalidInput:
-            pass
-        progress.step()
+    unit_of, _ = store_units(memory, turn_units(sample), progress)
     conversation, scored = Conversation(memory, embedder), []
     for _, q in questions(sample, "turns"):
         product = [m["id"] for m in memory.recall(q["question"], top_k=20)["memories"]]
-        found = recorder.found
+        found = recorder.compared()  # recall's candidates after late interaction, before the graph walk
         order = sorted(found.values(), key=lambda c: -c["score"])
         row = {"category": q["category"], "faithful": product == [c["id"] for c in order[:20]]}
         targets = evidence_targets(q, "turns")
