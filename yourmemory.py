@@ -1958,9 +1958,7 @@ def suggests(sentence: str) -> bool:
     """Does the sentence propose something in the form of a question: "How about reducing our footprint by
     biking?", "What about we meet on Monday?", "Why don't you try yoga?", "Why not use Redis?"? It holds what was
     proposed; "How about you?" and "What about the budget?" ask."""
-    words = re.findall(r"[\w']+", sentence)
-    while words and words[0].lower() in DISCOURSE_MARKERS:
-        words.pop(0)
+    words = _words_after_markers(sentence)
     opening, rest = [w.lower() for w in words[:2]], words[2:]
     if opening in (["how", "about"], ["what", "about"]) and rest:
         doing = rest[0].islower() and rest[0].endswith("ing") and not rest[0].endswith("thing")  # not "something"
@@ -1969,10 +1967,16 @@ def suggests(sentence: str) -> bool:
 
 
 def _opens_like_question(sentence: str) -> bool:
-    words = [w.lower() for w in re.findall(r"[\w']+", sentence)]
-    while words and words[0] in DISCOURSE_MARKERS:
+    words = _words_after_markers(sentence)
+    return bool(words) and words[0].lower() in QUESTION_OPENERS
+
+
+def _words_after_markers(sentence: str) -> list[str]:
+    """The sentence's words, as written, from the first that is no discourse marker ("So", "Oh", "Hey", ...)."""
+    words = re.findall(r"[\w']+", sentence)
+    while words and words[0].lower() in DISCOURSE_MARKERS:
         words.pop(0)
-    return bool(words) and words[0] in QUESTION_OPENERS
+    return words
 
 
 def infer_category(text: str) -> str:

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from common import CachedEmbedder, Progress, load_locomo
-from locomo import answer_hit, evidence_targets, questions, store_units, summary_units, turn_units
+from locomo import answer_hit, evidence_recall, evidence_targets, questions, store_units, summary_units, turn_units
 
 import yourmemory
 from yourmemory import YourMemory
@@ -102,7 +102,7 @@ def run_conversation(sample: dict, units: str, top_k: int, embedder, workdir: Pa
                 row[name] = [float(answer_hit(q["answer"], [content[i] for i in ids[:5]]))]
             else:
                 targets, found = evidence_targets(q, units), [unit_of.get(i) for i in ids]
-                row[name] = [len(targets & set(found[:k])) / len(targets) for k in (5, 10, 20)]
+                row[name] = [evidence_recall(targets, found, k) for k in (5, 10, 20)]
         scored.append(row)
         progress.step()
     memory.close()

@@ -78,6 +78,11 @@ def evidence_targets(question: dict, units: str) -> set[str]:
     return targets
 
 
+def evidence_recall(targets: set[str], found: list, k: int) -> float:
+    """The share of a question's evidence ``targets`` among the first ``k`` units ``found``."""
+    return len(targets & set(found[:k])) / len(targets)
+
+
 def store_units(memory: YourMemory, units: list[tuple[str, str]], progress: Progress) -> tuple[dict, dict]:
     """Store each (unit id, content) in order, as the protocol does: {memory id: unit id} (a reinforced unit maps
     to the memory it joined; a refused one is simply not found), and how many stores took each action."""
@@ -112,10 +117,10 @@ def run_conversation(sample: dict, units: str, top_k: int, embedder, workdir: Pa
             record["retrieved"] = ids
         if units == "summaries":
             record["hit"] = answer_hit(q["answer"], [m["content"] for m in recalled[:5]])
-            record["evidence_recall@5"] = len(targets & set(ids[:5])) / len(targets) if targets else None
+            record["evidence_recall@5"] = evidence_recall(targets, ids, 5) if targets else None
         else:
             for k in turns_ks(top_k):
-                record[f"recall@{k}"] = len(targets & set(ids[:k])) / len(targets)
+                record[f"recall@{k}"] = evidence_recall(targets, ids, k)
         records.append(record)
         progress.step()
     memory.close()

@@ -39,7 +39,7 @@ import numpy as np
 
 from common import CachedEmbedder, Progress, load_locomo
 from late_lab import Recorder
-from locomo import evidence_targets, questions, store_units, turn_units
+from locomo import evidence_recall, evidence_targets, questions, store_units, turn_units
 
 import yourmemory
 from yourmemory import YourMemory
@@ -181,7 +181,7 @@ def run_conversation(sample: dict, embedder, workdir: Path, progress: Progress, 
             extra = extra_signal(way, found, order, q["question"], conversation) if way else {}
             ids = [c["id"] for c in sorted(order, key=lambda c: -(c["score"] + extra.get(c["id"], 0.0)))[:20]]
             got = [unit_of.get(i) for i in ids]
-            row[name] = [len(targets & set(got[:k])) / len(targets) for k in (5, 10, 20)]
+            row[name] = [evidence_recall(targets, got, k) for k in (5, 10, 20)]
         scored.append(row)
         progress.step()
     memory.close()
