@@ -85,7 +85,8 @@ def evidence_recall(targets: set[str], found: list, k: int) -> float:
 
 def store_units(memory: YourMemory, units: list[tuple[str, str]], progress: Progress) -> tuple[dict, dict]:
     """Store each (unit id, content) in order, as the protocol does: {memory id: unit id} (a reinforced unit maps
-    to the memory it joined; a refused one is simply not found), and how many stores took each action."""
+    to the memory it joined; a refused one is simply not found), and how many stores took each action. Then
+    their sentences are embedded (``index_sentences``), as the server's background job does after stores."""
     unit_of: dict[int, str] = {}
     actions: dict[str, int] = defaultdict(int)
     for unit_id, content in units:
@@ -97,6 +98,7 @@ def store_units(memory: YourMemory, units: list[tuple[str, str]], progress: Prog
             continue
         actions[result["action"]] += 1
         unit_of.setdefault(result["id"], unit_id)
+    memory.index_sentences()
     return unit_of, actions
 
 

@@ -227,6 +227,7 @@ def run_group(number: int, group: list[dict], events: list[dict], args, embedder
                 false_merge(event, action, target)
         progress.step()
 
+    memory.index_sentences()  # as the server's background job does after stores
     records = []
     for chain in group:
         clock.tick()

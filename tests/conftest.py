@@ -11,6 +11,13 @@ from yourmemory import Embedder, YourMemory
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
 DAY = 86400.0
+# A memory of five sentences, one of which answers "Which instrument is Lee learning?", and two one-sentence ones
+# that its whole vector ranks below the first (test_recall, test_mcp_server).
+LEES_NEWS = ["Lee: Hi! Long time no see. Things have been hectic, we moved flats in March and the new place still has "
+             "boxes everywhere. Work is fine, a bit boring. My parents visited in April and stayed three weeks. I "
+             "have also started cello lessons on Tuesday evenings.",
+             "Lee: Music was always a big part of my family when I was growing up.",
+             "Lee: We moved flats in March and I am still unpacking."]
 
 
 def installed_entry_point() -> str:

@@ -66,6 +66,8 @@ def test_a_healthy_database_is_clean_and_counted(filled):
     ("UPDATE memory_counts SET tokens = tokens + 1", "BM25 counts for 'ada'"),
     ("INSERT INTO memory_vectors (memory_id, embedding, scope, active) "
      "SELECT 999, embedding, scope, active FROM memory_vectors WHERE memory_id = {first}", "vector 999 has no memory"),
+    ("UPDATE memory_sentences SET vectors = x'0001020304' WHERE memory_id = {first}",
+     "memory {first}: its sentence vectors are damaged"),
 ])
 def test_doctor_names_each_kind_of_damage(filled, damage, expected):
     memory, ids = filled
@@ -100,7 +102,24 @@ def test_doctor_notes_memories_without_token_sketches_and_reindex_adds_them(fill
     assert reindex.stdout == "Added token sketches to 6 of 6 memories that had none.\n"
     after = run_cli(db_path, "doctor")
     assert after.returncode == 0 and "NOTE" not in after.stdout and "OK:" in after.stdout
-    assert run_cli(db_path, "reindex").stdout == "Every memory already has its token sketches.\n"
+    assert (run_cli(db_path, "reindex").stdout
+            == "Every memory already has its token sketches and its sentences embedded.\n")
+
+
+def test_doctor_notes_memories_whose_sentences_wait_and_reindex_embeds_them(filled, db_path):
+    """A memory of several sentences stored through the library waits for them to be embedded one by one (the
+    server does it in the background): doctor says so, healthy, and names the command that does it now."""
+    memory, _ = filled
+    memory.store("Ada: The staging cluster moved to Helsinki. Its old machines were sold in June.")
+    before = run_cli(db_path, "doctor")
+    assert before.returncode == 0, before.stderr
+    assert ("NOTE: 1 memory waits for its sentences to be embedded one by one" in before.stdout
+            and "`yourmemory reindex` embeds them now" in before.stdout), before.stdout
+    reindex = run_cli(db_path, "reindex")
+    assert reindex.returncode == 0 and "Traceback" not in reindex.stderr, reindex.stderr
+    assert reindex.stdout == "Embedded the sentences of 1 of 1 memories that waited for it.\n"
+    after = run_cli(db_path, "doctor")
+    assert after.returncode == 0 and "NOTE" not in after.stdout and "OK:" in after.stdout
 
 
 def test_doctor_on_a_file_that_is_not_a_database_says_so(tmp_path):

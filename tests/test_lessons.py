@@ -454,7 +454,8 @@ def test_a_lesson_written_before_episodes_gets_its_fix_linked_on_upgrade(db_path
         assert sum(follows is not None for follows in expected.values()) == 4  # every observation, none of the patterns
         memory.db.execute("UPDATE memories SET follows = NULL")
         memory.db.execute("ALTER TABLE memories DROP COLUMN stated_at")  # as version 8 left it
-        memory.db.execute("DROP TABLE memory_tokens")  # and without version 10's table
+        memory.db.execute("DROP TABLE memory_tokens")  # and without version 10's and 11's tables
+        memory.db.execute("DROP TABLE memory_sentences")
         memory.db.execute("PRAGMA user_version = 8")
     with YourMemory(db_path, clock=clock, embedder=embedder) as memory:
         assert dict(memory.db.execute("SELECT id, follows FROM memories WHERE source = 'observation'")) == expected

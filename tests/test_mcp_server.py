@@ -7,14 +7,15 @@ one costs seconds.
 import io
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import threading
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, closing
 
 import anyio
 import pytest
-from conftest import installed_entry_point
+from conftest import LEES_NEWS, installed_entry_point
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -290,6 +291,28 @@ def test_memories_persist_across_two_server_launches_on_the_same_database(server
 IMMEDIATE_DISCONNECTS = 6  # the abort hit 2 launches in 20 before the fix
 
 
+def test_the_server_embeds_the_sentences_of_stored_memories_in_the_background(server):
+    """A store answers after one model run; the server's background job then embeds each sentence of a memory of
+    several alone, and recall ranks that memory by the sentence that answers (test_recall has the same memories
+    without the job: there the one on music in the family comes first)."""
+    def embedded(memory_id):
+        with closing(sqlite3.connect(f"file:{server.db}?mode=ro", uri=True)) as db:
+            row = db.execute("SELECT length(vectors) FROM memory_sentences WHERE memory_id = ?",
+                             (memory_id,)).fetchone()
+        return row is not None and row[0] > 0
+
+    async def flow(client):
+        ids = [payload(await client.call_tool("store_memory", {"content": text, "importance": 0.7}))["id"]
+               for text in LEES_NEWS]
+        with anyio.fail_after(120):  # a hang guard, not a timing assertion
+            while not embedded(ids[0]):
+                await anyio.sleep(0.1)
+        return ids, await recall(client, "Which instrument is Lee learning?", top_k=2)
+
+    (news, music, _), found = server(flow)
+    assert [m["id"] for m in found["memories"]] == [news, music]
+
+
 def test_a_client_that_disconnects_at_once_leaves_a_server_that_exits_0_every_time(tmp_path):
     """A server whose stdin closes while the model is still loading must wait for the load, not abort.
 
@@ -311,4 +334,5 @@ def test_serve_returns_only_after_the_model_load_it_started_has_ended(tmp_path, 
     monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO()))
     with YourMemory(tmp_path / "memory.db", user="tester", embedder=yourmemory.Embedder()) as memory:
         yourmemory.serve(memory)
-        assert [t.name for t in threading.enumerate() if t.name == "yourmemory-warm-up"] == []
+        left = [t.name for t in threading.enumerate() if t.name in ("yourmemory-warm-up", "yourmemory-sentences")]
+        assert left == []

@@ -1,5 +1,6 @@
 """Recall: hybrid search, FTS5-safe queries, graph expansion, strength weighting, namespaces."""
 import pytest
+from conftest import LEES_NEWS
 
 import yourmemory
 from yourmemory import InvalidInput, YourMemory
@@ -1174,3 +1175,23 @@ def test_a_quote_is_said_by_a_name_of_its_speaker(text, names, said):
 def test_a_query_names_people_whose_names_are_also_words(query, names, not_names):
     named = yourmemory.people_named(query)
     assert names <= named and not (not_names & named)
+
+
+def test_a_sentence_that_answers_is_not_drowned_by_the_rest_of_its_memory(tmp_path, embedder, clock):
+    """The cello lessons are one sentence of five: the whole memory's vector is mostly moving flats and visits, and
+    the note on music in the family comes first. Once its sentences are embedded one by one (``index_sentences``,
+    which the server runs after stores), the sentence that answers counts for the memory, and it comes first.
+    (A copy is recalled before, because a recall strengthens what it returns.)"""
+    with YourMemory(tmp_path / "whole.db", user="ada", clock=clock, embedder=embedder) as memory:
+        news, music, _ = (memory.store(text, importance=0.7)["id"] for text in LEES_NEWS)
+        assert memory.db.execute("SELECT count(*) FROM memory_sentences WHERE memory_id = ?", (news,)
+                                 ).fetchone()[0] == 0  # it waits for index_sentences
+        memory.backup(tmp_path / "copy.db")
+        assert [m["id"] for m in memory.recall("Which instrument is Lee learning?", top_k=2)["memories"]] == [
+            music, news]
+    with YourMemory(tmp_path / "copy.db", user="ada", clock=clock, embedder=embedder) as copy:
+        assert copy.index_sentences() == {"indexed": 1, "total": 1, "changed": 0}
+        assert [m["id"] for m in copy.recall("Which instrument is Lee learning?", top_k=2)["memories"]] == [
+            news, music]
+        copy.db.execute("UPDATE memory_sentences SET vectors = x'00' WHERE memory_id = ?", (news,))
+        assert len(copy.recall("Which instrument is Lee learning?", top_k=2)["memories"]) == 2  # damaged: whole vector

@@ -4,6 +4,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 import yourmemory
@@ -41,7 +42,8 @@ def test_upgrading_keeps_an_updated_memory_the_newer_statement(db_path, clock, e
         clock.advance(seconds=60)
         memory.update(first, "Oskar prefers an exit row seat when flying.")
         memory.db.execute("ALTER TABLE memories DROP COLUMN stated_at")  # as version 8 left it
-        memory.db.execute("DROP TABLE memory_tokens")  # and without version 10's table
+        memory.db.execute("DROP TABLE memory_tokens")  # and without version 10's and 11's tables
+        memory.db.execute("DROP TABLE memory_sentences")
         memory.db.execute("PRAGMA user_version = 8")
     with YourMemory(db_path, user="ada", clock=clock, embedder=embedder) as memory:
         stated = dict(memory.db.execute("SELECT id, stated_at - created_at FROM memories"))
@@ -311,3 +313,80 @@ def test_an_embedder_whose_token_sketches_are_not_whole_sketches_is_refused_nami
                 call()
         assert memory.db.execute("SELECT count(*) FROM memories").fetchone()[0] == 0
         assert memory.db.execute("SELECT count(*) FROM entities").fetchone()[0] == 0
+
+
+ADAS_MOVE = "Ada: We moved to Lyon in May. The new office is near the river. I cycle there every day."
+
+
+def test_a_memory_of_several_sentences_waits_for_index_sentences_and_a_change_or_forget_drops_them(
+        db_path, clock, embedder):
+    """A store makes one model run: the sentences of a memory of several wait for ``index_sentences``, which embeds
+    each alone after its speaker's name; a one-sentence memory has none to wait for. An update drops them until the
+    next run; a forget takes them with the memory."""
+    with YourMemory(db_path, user="ada", clock=clock, embedder=embedder) as memory:
+        def kept():
+            return dict(memory.db.execute("SELECT memory_id, vectors FROM memory_sentences"))
+        story, fact = memory.store(ADAS_MOVE)["id"], memory.store("CI runs on Buildkite")["id"]
+        assert kept() == {fact: b""} and memory.sentences_waiting.is_set()
+        assert memory.index_sentences() == {"indexed": 1, "total": 1, "changed": 0}
+        assert not memory.sentences_waiting.is_set()
+        expected = np.array([embedder.embed_one(f"Ada: {s}") for s in (
+            "We moved to Lyon in May.", "The new office is near the river.", "I cycle there every day.")])
+        expected /= np.linalg.norm(expected, axis=1, keepdims=True)
+        np.testing.assert_allclose(yourmemory.sentence_vectors(kept()[story]), expected, atol=1e-6)
+        memory.update(story, "Ada: We moved back to Paris. The old office reopened after the summer.")
+        assert story not in kept() and memory.sentences_waiting.is_set()
+        assert memory.index_sentences() == {"indexed": 1, "total": 1, "changed": 0}
+        assert len(kept()[story]) == 2 * 4 * yourmemory.EMBEDDING_DIM
+        memory.update(fact, "CI runs on Buildkite. Deploys go through Argo CD.")
+        memory.forget(story)
+        assert kept() == {} and memory.index_sentences() == {"indexed": 1, "total": 1, "changed": 0}
+        assert memory.index_sentences() == {"indexed": 0, "total": 0, "changed": 0}
+
+
+def test_upgrading_a_version_10_database_leaves_its_memories_of_several_sentences_waiting(db_path, clock, embedder):
+    """Migration 11 adds the table of sentence vectors: a memory of several sentences from before it waits for
+    ``index_sentences`` (doctor counts it), which embeds them; a one-sentence memory gets its empty row on the way."""
+    with YourMemory(db_path, user="ada", clock=clock, embedder=embedder) as memory:
+        story, fact = memory.store(ADAS_MOVE)["id"], memory.store("CI runs on Buildkite")["id"]
+        memory.db.execute("DROP TABLE memory_sentences")  # as version 10 left it
+        memory.db.execute("PRAGMA user_version = 10")
+    with YourMemory(db_path, user="ada", clock=clock, embedder=embedder) as memory:
+        assert memory.db.execute("PRAGMA user_version").fetchone()[0] == yourmemory.SCHEMA_VERSION
+        assert any(note.startswith("1 memory waits for its sentences") for note in memory.doctor()["notes"])
+        assert memory.index_sentences() == {"indexed": 1, "total": 1, "changed": 0}
+        assert {memory_id: len(blob) // (4 * yourmemory.EMBEDDING_DIM) for memory_id, blob in memory.db.execute(
+            "SELECT memory_id, vectors FROM memory_sentences")} == {story: 3, fact: 0}
+        assert memory.doctor() == {**memory.doctor(), "ok": True, "notes": []}
+
+
+class ChangingWhileSentencesEmbed:
+    """The real model; the first ``embed_one`` runs ``meanwhile`` before it answers, as another process might."""
+
+    def __init__(self, model, meanwhile=lambda: None):
+        self.model, self.embed, self.embed_with_tokens = model, model.embed, model.embed_with_tokens
+        self.meanwhile = meanwhile
+
+    def embed_one(self, text):
+        vector = self.model.embed_one(text)
+        meanwhile, self.meanwhile = self.meanwhile, lambda: None
+        meanwhile()
+        return vector
+
+
+def test_index_sentences_writes_nothing_for_a_text_changed_or_forgotten_while_it_embeds(db_path, clock, embedder):
+    """The sentences of a memory's old text are not kept for its new one, nor for a forgotten memory; the new text
+    waits for the next run."""
+    model = ChangingWhileSentencesEmbed(embedder)
+    with YourMemory(db_path, user="ada", clock=clock, embedder=model) as memory:
+        changed, forgotten = (memory.store(text)["id"] for text in (
+            ADAS_MOVE, "Bo: The release slipped to Friday. QA found two blockers in checkout."))
+        model.meanwhile = lambda: (memory.update(changed, "Ada: We stayed in Paris after all. The office is new."),
+                                   memory.forget(forgotten))
+        assert memory.index_sentences() == {"indexed": 0, "total": 2, "changed": 2}
+        assert memory.db.execute("SELECT count(*) FROM memory_sentences").fetchone()[0] == 0
+        assert memory.index_sentences() == {"indexed": 1, "total": 1, "changed": 0}
+        np.testing.assert_allclose(
+            yourmemory.sentence_vectors(memory.db.execute("SELECT vectors FROM memory_sentences").fetchone()[0])[0],
+            embedder.embed_one("Ada: We stayed in Paris after all.") / np.linalg.norm(
+                embedder.embed_one("Ada: We stayed in Paris after all.")), atol=1e-6)
