@@ -5550,7 +5550,14 @@ class YourMemory:
             if stopping and stopping():
                 break
             batch = waiting[start:start + SENTENCE_INDEX_BATCH]
-            blobs = [sentence_blob([self._vector(s) for s in sentences]) for _, _, sentences in batch]
+            # One call for the batch's sentences: the model runs them in batches of like length, which pad little.
+            texts = [s for _, _, sentences in batch for s in sentences]
+            vectors = list(self.embedder.embed(texts))
+            if len(vectors) != len(texts):
+                raise YourMemoryError(f"the embedder's embed gave {len(vectors)} vectors for {len(texts)} texts")
+            vectors.reverse()  # popped in order below
+            blobs = [sentence_blob([checked_vector(vectors.pop(), "embed") for _ in sentences])
+                     for _, _, sentences in batch]
             with self._lock, transaction(self.db):
                 for (memory_id, content, _), blob in zip(batch, blobs):  # the text embedded must still be the memory's
                     indexed += self.db.execute(

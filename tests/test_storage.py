@@ -361,17 +361,17 @@ def test_upgrading_a_version_10_database_leaves_its_memories_of_several_sentence
 
 
 class ChangingWhileSentencesEmbed:
-    """The real model; the first ``embed_one`` runs ``meanwhile`` before it answers, as another process might."""
+    """The real model; the first ``embed`` runs ``meanwhile`` before it answers, as another process might."""
 
     def __init__(self, model, meanwhile=lambda: None):
-        self.model, self.embed, self.embed_with_tokens = model, model.embed, model.embed_with_tokens
+        self.model, self.embed_one, self.embed_with_tokens = model, model.embed_one, model.embed_with_tokens
         self.meanwhile = meanwhile
 
-    def embed_one(self, text):
-        vector = self.model.embed_one(text)
+    def embed(self, texts):
+        vectors = self.model.embed(texts)
         meanwhile, self.meanwhile = self.meanwhile, lambda: None
         meanwhile()
-        return vector
+        return vectors
 
 
 def test_index_sentences_writes_nothing_for_a_text_changed_or_forgotten_while_it_embeds(db_path, clock, embedder):
