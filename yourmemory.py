@@ -5517,13 +5517,9 @@ class YourMemory:
         for start in range(0, len(missing), SKETCH_FILL_BATCH):
             batch = missing[start:start + SKETCH_FILL_BATCH]
             embedded = self._embed_many([content for _, content in batch])
-            with self._lock, transaction(self.db):
-                for (memory_id, content), (_, sketches) in zip(batch, embedded):
-                    if sketches:  # the text it was embedded from must still be the memory's
-                        filled += self.db.execute(
-                            """INSERT INTO memory_tokens (memory_id, sketches)
-                               SELECT id, ? FROM memories WHERE id = ? AND content = ?
-                               ON CONFLICT (memory_id) DO NOTHING""", (sketches, memory_id, content)).rowcount
+            filled += self._keep_unless_changed("memory_tokens", "sketches", [
+                (memory_id, content, sketches) for (memory_id, content), (_, sketches) in zip(batch, embedded)
+                if sketches])
             if on_progress:
                 on_progress(start + len(batch), len(missing))
         return {"filled": filled, "total": len(missing), "changed": len(missing) - filled}
@@ -5558,15 +5554,21 @@ class YourMemory:
             vectors.reverse()  # popped in order below
             blobs = [sentence_blob([checked_vector(vectors.pop(), "embed") for _ in sentences])
                      for _, _, sentences in batch]
-            with self._lock, transaction(self.db):
-                for (memory_id, content, _), blob in zip(batch, blobs):  # the text embedded must still be the memory's
-                    indexed += self.db.execute(
-                        """INSERT INTO memory_sentences (memory_id, vectors)
-                           SELECT id, ? FROM memories WHERE id = ? AND content = ?
-                           ON CONFLICT (memory_id) DO NOTHING""", (blob, memory_id, content)).rowcount
+            indexed += self._keep_unless_changed("memory_sentences", "vectors", [
+                (memory_id, content, blob) for (memory_id, content, _), blob in zip(batch, blobs)])
             if on_progress:
                 on_progress(start + len(batch), len(waiting))
         return {"indexed": indexed, "total": len(waiting), "changed": len(waiting) - indexed}
+
+    def _keep_unless_changed(self, table: str, column: str, rows: list[tuple[int, str, bytes]]) -> int:
+        """Write what was embedded, outside the lock, from each (memory id, text) into ``table``'s ``column``,
+        unless the memory's text changed or the memory went meanwhile; how many were written. One transaction."""
+        with self._lock, transaction(self.db):
+            return sum(self.db.execute(
+                f"""INSERT INTO {table} (memory_id, {column})
+                    SELECT id, ? FROM memories WHERE id = ? AND content = ?
+                    ON CONFLICT (memory_id) DO NOTHING""", (blob, memory_id, content)).rowcount
+                for memory_id, content, blob in rows)
 
     def backup(self, path: str | Path) -> Path:
         """Write a checked copy of the whole database (every user) to a new file ``path``."""
