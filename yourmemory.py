@@ -4791,8 +4791,8 @@ class YourMemory:
                api_key: str | None = None) -> dict:
         """The ``top_k`` memories most relevant to ``query``, strongest first.
 
-        Round 1 fuses vector and BM25 candidates; round 2 walks the graph from the
-        round-1 seeds. Recalled memories restart their decay clock (and count a recall if it is spaced); their
+        Round 1 fuses vector and BM25 candidates, then compares the best of them token by token and sentence by
+        sentence; round 2 walks the graph from the round-1 seeds. Recalled memories restart their decay clock (and count a recall if it is spaced); their
         neighbours' clocks move part-way.
         """
         caller = self._caller(user_id, api_key)
