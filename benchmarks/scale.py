@@ -7,6 +7,9 @@ For each size N, a fresh database is filled with N memories from benchmarks/corp
 through ``import_memory``: the product's insert path with linking, minus the duplicate check. Then,
 on that database:
 
+- sentences: each sentence of the memories of several (the LoCoMo turns) embedded alone, as the server's
+  background job does after stores (``index_sentences``, the real model), its mean time a memory against the mean
+  of one ``embed_one`` call on 200 of those memories; recall below reads them;
 - store: 200 further corpus texts through ``store`` with the real model (embedding, spaCy,
   duplicate/contradiction check, linking), beside one ``embed_one`` call on the same text;
 - recall: 200 LoCoMo questions with ``top_k=10``, embedding the query, and again with the
@@ -150,7 +153,8 @@ def measure(size: int, samples: list[dict], embedder, questions: list[str], work
         progress.step()
     load_seconds = time.perf_counter() - started
 
-    memory.embedder = embedder  # stores and first recalls pay for the real model
+    memory.embedder = embedder  # sentences, stores and first recalls pay for the real model
+    sentences = index_sentences(memory, embedder, size)
     store_ms, embed_ms, refused = [], [], 0
     for text in probes:
         try:
@@ -182,11 +186,35 @@ def measure(size: int, samples: list[dict], embedder, questions: list[str], work
         "import_per_second": round(size / load_seconds, 1), "import_refused": import_refused,
         "store_ms": stats(store_ms), "embed_one_ms": stats(embed_ms),
         "store_to_embedding": round(median(store_ms) / median(embed_ms), 2), "store_refused": refused,
+        **sentences,
         "recall_ms": stats(recall_ms), "recall_without_embedding_ms": stats(replay_ms),
         **stage,
         "database_bytes": sum(p.stat().st_size for p in workdir.glob(f"scale-{size}.db*")),
         **memory_mb(),
     }
+
+
+def index_sentences(memory: YourMemory, embedder, size: int) -> dict:
+    """Embed the sentences of the memories of several (what the server's background job does after stores), and
+    compare the mean time a memory took with the mean of one ``embed_one`` call on 200 of those memories."""
+    bar = None
+
+    def on_progress(done: int, total: int) -> None:
+        nonlocal bar
+        bar = bar or Progress(total, f"sentences {size}")
+        bar.step(done - bar.done)
+    started = time.perf_counter()
+    report = memory.index_sentences(on_progress=on_progress)
+    seconds = time.perf_counter() - started
+    if not report["indexed"]:
+        return {"sentences_indexed": 0}
+    sample = [content for (content,) in memory.db.execute(
+        "SELECT content FROM memories WHERE id IN (SELECT memory_id FROM memory_sentences WHERE length(vectors) > 0) "
+        "ORDER BY id LIMIT 200")]
+    embed_mean = sum(timed(embedder.embed_one, text)[0] for text in sample) / len(sample)
+    per_memory = 1000 * seconds / report["indexed"]
+    return {"sentences_indexed": report["indexed"], "index_sentences_ms_per_memory": round(per_memory, 1),
+            "index_sentences_to_embedding": round(per_memory / embed_mean, 2)}
 
 
 def measure_vectors(count: int, samples: list[dict], query_vectors: np.ndarray, workdir: Path) -> dict:
