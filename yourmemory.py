@@ -1183,6 +1183,10 @@ UNSKETCHED_SQL = "SELECT id, content FROM memories WHERE id NOT IN (SELECT memor
 SKETCH_FILL_BATCH = 64
 UNINDEXED_SENTENCES_SQL = """SELECT id, content FROM memories
                              WHERE id NOT IN (SELECT memory_id FROM memory_sentences) ORDER BY id"""
+UNINDEXED_SENTENCES_AMONG_SQL = """SELECT id, content FROM memories AS m
+                                   WHERE id IN (SELECT value FROM json_each(?))
+                                     AND NOT EXISTS (SELECT 1 FROM memory_sentences AS s WHERE s.memory_id = m.id)
+                                   ORDER BY id"""
 COUNTED_TABLES = ("memories", "memory_vectors", "memory_edges", "memory_history", "entities", "observations",
                   "relations", "lessons", "agents", "audit_log")
 MISCOUNTED_SQL = """
@@ -4437,6 +4441,7 @@ class YourMemory:
         self.graph = KnowledgeGraph(self)
         self.lessons = Lessons(self)
         self.sentences_waiting = threading.Event()  # set when a write leaves sentences to embed
+        self._sentences_written: set[int] = set()  # those writes' memory ids, for index_sentences(recent_only=True)
 
     def close(self) -> None:
         """Close the database; calling it again does nothing, any other method then fails saying so."""
@@ -4717,6 +4722,7 @@ class YourMemory:
         ``index_sentences`` (and wakes the server's job that runs it); one without is done at once."""
         self.db.execute("DELETE FROM memory_sentences WHERE memory_id = ?", (memory_id,))
         if sentences_to_embed(content):
+            self._sentences_written.add(memory_id)
             self.sentences_waiting.set()
         else:
             self.db.execute("INSERT INTO memory_sentences (memory_id, vectors) VALUES (?, x'')", (memory_id,))
@@ -5525,19 +5531,23 @@ class YourMemory:
         return {"filled": filled, "total": len(missing), "changed": len(missing) - filled}
 
     def index_sentences(self, *, on_progress: Callable[[int, int], None] | None = None,
-                        stopping: Callable[[], bool] | None = None) -> dict:
+                        stopping: Callable[[], bool] | None = None, recent_only: bool = False) -> dict:
         """Embed each sentence, alone, of every memory (every user's) stored or changed since the last run, so
         that recall compares them too (SENTENCE_MIN_WORDS; ``sentences_to_embed``). The server runs it in the
         background after writes; a library user calls it after storing, or lets recall use whole vectors only.
         ``SENTENCE_INDEX_BATCH`` memories at a time, each batch in its own transaction: an interruption keeps what
         was done. ``on_progress(done, total)`` after each batch; ``stopping()`` true ends the run between batches.
+        ``recent_only``: only the memories this object wrote since the last run, not every memory that waits: the
+        server's job after its first run (finding all that wait scans every memory, 50 ms at 100k, holding the lock).
         Returns ``{"indexed", "total", "changed"}``: a memory changed or forgotten meanwhile waits for the next run."""
         if self.read_only:
             raise StorageError(f"{self.path} is open read-only: no sentences can be embedded")
         with self._lock, transaction(self.db):
             self.sentences_waiting.clear()
-            waiting = [(memory_id, content, sentences_to_embed(content))
-                       for memory_id, content in self.db.execute(UNINDEXED_SENTENCES_SQL)]
+            written, self._sentences_written = self._sentences_written, set()
+            found = (self.db.execute(UNINDEXED_SENTENCES_AMONG_SQL, (json.dumps(sorted(written)),))
+                     if recent_only else self.db.execute(UNINDEXED_SENTENCES_SQL))
+            waiting = [(memory_id, content, sentences_to_embed(content)) for memory_id, content in found]
             self.db.executemany("INSERT INTO memory_sentences (memory_id, vectors) VALUES (?, x'')",  # nothing to embed
                                 [(memory_id,) for memory_id, _, sentences in waiting if not sentences])
             waiting = [w for w in waiting if w[2]]
@@ -7218,20 +7228,22 @@ class SentenceIndexer(threading.Thread):
         self.warming.join()
         if self.memory.read_only:
             return
-        waiting = self.memory.sentences_waiting
+        waiting, first_done = self.memory.sentences_waiting, False
         waiting.set()  # what an earlier run, or an older version, left
         while not self.stopped.is_set():
             # A timeout, because index_sentences clears the event as it starts: a stop() that set it just
             # before would be lost, and the server would wait here forever.
             if not waiting.wait(timeout=0.5) or self.stopped.is_set():
                 continue
-            try:
-                self.memory.index_sentences(stopping=self.stopped.is_set)
+            try:  # the first run finds all that wait; the later ones what this server wrote since
+                self.memory.index_sentences(stopping=self.stopped.is_set, recent_only=first_done)
+                first_done = True
             except Exception as error:  # the next write tries again; recall uses whole vectors meanwhile
                 if self.stopped.is_set():
                     return  # cut short by the server's shutdown (the store closed under it): no failure
                 log(f"embedding sentences failed: {error}")
                 waiting.clear()  # an error raised before index_sentences cleared it must not repeat in a loop
+                first_done = False  # the memories of the failed run wait; the next run looks for all of them
 
     def stop(self) -> None:
         """Stop after the batch running, and wait for it: onnxruntime must not be mid-run at exit."""

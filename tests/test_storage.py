@@ -361,6 +361,21 @@ def test_upgrading_a_version_10_database_leaves_its_memories_of_several_sentence
         assert report["ok"] and report["notes"] == [], report
 
 
+def test_index_sentences_of_recent_writes_only_takes_what_this_object_wrote_since_its_last_run(
+        db_path, clock, embedder):
+    """The server's job, after its first run, embeds what its own writes left (``recent_only``) without looking
+    through every memory for others; a full run still finds a memory that waits from before."""
+    with YourMemory(db_path, user="ada", clock=clock, embedder=embedder) as memory:
+        older = memory.store(ADAS_MOVE)["id"]
+    with YourMemory(db_path, user="ada", clock=clock, embedder=embedder) as memory:
+        newer = memory.store("Bo: The release slipped to Friday. QA found two blockers in checkout.")["id"]
+        assert memory.index_sentences(recent_only=True) == {"indexed": 1, "total": 1, "changed": 0}
+        assert memory.index_sentences(recent_only=True) == {"indexed": 0, "total": 0, "changed": 0}
+        assert [m for (m,) in memory.db.execute("SELECT memory_id FROM memory_sentences")] == [newer]
+        assert memory.index_sentences() == {"indexed": 1, "total": 1, "changed": 0}
+        assert {m for (m,) in memory.db.execute("SELECT memory_id FROM memory_sentences")} == {older, newer}
+
+
 class ChangingWhileSentencesEmbed:
     """The real model; the first ``embed`` runs ``meanwhile`` before it answers, as another process might."""
 
