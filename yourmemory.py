@@ -1613,6 +1613,7 @@ _SPEAKER = re.compile(r"^\s*(?!(?i:" + "|".join(NOTE_LABELS) + r")\s*:)"  # "Lud
                       r":\s+(?=\S)")
 _SENTENCE = re.compile(r"[^.!?]+[.!?]*")
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'])")
+_SENTENCE_END = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"')\]]))\s+")  # chat starts sentences in lower case too
 
 _nlp = None
 _nlp_lock = threading.Lock()
@@ -2050,8 +2051,20 @@ def sentences_to_embed(text: str) -> list[str]:
     speaker's "Name: "), or none where fewer than two are that long: then the whole text is the one sentence."""
     label = _SPEAKER.match(text)
     body, said_by = (text[label.end():], f"{label.group(1)}: ") if label else (text, "")
-    sentences = [s.strip() for s in _SENTENCE.findall(body) if len(s.split()) >= SENTENCE_MIN_WORDS]
+    sentences = [s for s in sentences_in(body) if len(s.split()) >= SENTENCE_MIN_WORDS]
     return [said_by + s for s in sentences] if len(sentences) > 1 else []
+
+
+def sentences_in(text: str) -> list[str]:
+    """The sentences of ``text``: a ".", "!" or "?" ends one where a space follows, unless it ends a title
+    ("Dr. Chen"); so "We moved the worker to Python 3.11 today." is one sentence, not three."""
+    sentences: list[str] = []
+    for piece in _SENTENCE_END.split(text.strip()):
+        if sentences and sentences[-1].rsplit(None, 1)[-1] in TITLES:
+            sentences[-1] += " " + piece
+        elif piece:
+            sentences.append(piece)
+    return sentences
 
 
 def said_by_one_of(text: str, names: set[str]) -> bool:

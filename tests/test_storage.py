@@ -344,6 +344,21 @@ def test_a_memory_of_several_sentences_waits_for_index_sentences_and_a_change_or
         assert memory.index_sentences() == {"indexed": 0, "total": 0, "changed": 0}
 
 
+@pytest.mark.parametrize("text, sentences", [
+    ("Ada: The worker moved to Python 3.11 today. The api stays on 3.10 until May.",
+     ["Ada: The worker moved to Python 3.11 today.", "Ada: The api stays on 3.10 until May."]),
+    ("Dr. Chen signed the form this morning. The clinic sent it on to Mr. Okafor.",
+     ["Dr. Chen signed the form this morning.", "The clinic sent it on to Mr. Okafor."]),
+    ('Gina: We just did a piece called "Finding Freedom." it was really emotional and powerful.',
+     ['Gina: We just did a piece called "Finding Freedom."', "Gina: it was really emotional and powerful."]),
+    ("Version 2.4.1 of the app went live on Monday.", []),  # one sentence: the whole memory's vector is it
+])
+def test_a_sentence_ends_where_a_space_follows_its_stop_and_not_at_a_title(text, sentences):
+    """What ``index_sentences`` embeds one by one: a number's point, a title's ("Dr.") or a stop inside quotes
+    does not cut a sentence in two, and a sentence that chat starts in lower case is one of its own."""
+    assert yourmemory.sentences_to_embed(text) == sentences
+
+
 def test_upgrading_a_version_10_database_leaves_its_memories_of_several_sentences_waiting(db_path, clock, embedder):
     """Migration 11 adds the table of sentence vectors: a memory of several sentences from before it waits for
     ``index_sentences`` (doctor counts it), which embeds them; a one-sentence memory gets its empty row on the way."""
