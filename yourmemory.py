@@ -7754,16 +7754,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             elif command == "agent":
                 run_agent_command(memory, args)
             elif command == "import":
-                try:
-                    report = import_files(memory, args.paths, on_progress=(
-                        (lambda name, done, total: progress(f"importing {name}", done, total, "records"))
-                        if sys.stderr.isatty() else None))  # a bar only where someone watches it
-                except KeyboardInterrupt:  # each record went in whole or not at all
-                    print("\nInterrupted: the records before this point are imported; run the same import again "
-                          "to finish (records already imported are skipped).", file=sys.stderr)
-                    return 130
-                print_import_report(report)
-                return 1 if report["problems"] else 0
+                return run_import(memory, args.paths)
             elif command == "export":
                 write_export(export_records(memory, args.format), args.output, database=memory.path)
             elif command == "doctor":
@@ -7825,6 +7816,33 @@ def run_agent_command(memory: YourMemory, args) -> None:
             state = "active" if agent["active"] else f"revoked {agent['revoked_at']}"
             print(f"{agent['agent_id']:<24} read {','.join(agent['can_read']):<15} "
                   f"write {','.join(agent['can_write']):<15} {state:<32} {agent['description'] or ''}")
+
+
+def run_import(memory: YourMemory, paths: list[str]) -> int:
+    """``yourmemory import``: the files, then the sentences of the memories they brought (``index_sentences`` of
+    this run's writes), so that recall compares them at once; progress bars where someone watches them."""
+    watched = sys.stderr.isatty()
+    try:
+        report = import_files(memory, paths, on_progress=(
+            (lambda name, done, total: progress(f"importing {name}", done, total, "records")) if watched else None))
+    except KeyboardInterrupt:  # each record went in whole or not at all
+        print("\nInterrupted: the records before this point are imported; run the same import again "
+              "to finish (records already imported are skipped).", file=sys.stderr)
+        return 130
+    print_import_report(report)
+    if report.get("stopped"):
+        return 1  # the database takes no more now; the sentences wait with what was imported
+    try:
+        indexed = memory.index_sentences(recent_only=True, on_progress=(
+            (lambda done, total: progress("embedding sentences", done, total, "memories")) if watched else None))
+    except KeyboardInterrupt:  # each batch went in whole or not at all
+        print("\nInterrupted while embedding sentences: the import is complete, and recall ranks the memories "
+              "still waiting by their whole vectors until `yourmemory reindex` (or the server) embeds them.",
+              file=sys.stderr)
+        return 130
+    if indexed["indexed"]:
+        print(f"Embedded the sentences of {indexed['indexed']} imported memories of several sentences.")
+    return 1 if report["problems"] else 0
 
 
 def run_reindex(memory: YourMemory) -> int:

@@ -199,6 +199,29 @@ def test_the_cli_imports_and_exports(tmp_path):
     assert missing.returncode == 1 and "path:" in missing.stderr and "Traceback" not in missing.stderr
 
 
+def test_the_cli_import_embeds_the_sentences_of_what_it_brought_so_none_wait(tmp_path):
+    """A memory of several sentences is compared sentence by sentence only once they are embedded: the CLI
+    import does it for its own memories, as the server does after stores, instead of leaving them to
+    `yourmemory reindex`. A one-sentence memory has none to embed."""
+    source = tmp_path / "memories.jsonl"
+    source.write_text("\n".join(json.dumps({"type": "memory", "content": text}) for text in (
+        "Ada: We moved to Lyon in May. The new office is near the river. I cycle there every day.",
+        "The staging server is in Bergen")) + "\n", encoding="utf-8")
+    env = {**os.environ, "YOURMEMORY_DB": str(tmp_path / "cli.db"), "YOURMEMORY_USER": "ada",
+           "YOURMEMORY_HOME": str(tmp_path / "home")}
+    entry = installed_entry_point()
+    imported = subprocess.run([entry, "import", str(source)], env=env, capture_output=True, text=True)
+    assert imported.returncode == 0, imported.stderr
+    assert "2 memories" in imported.stdout
+    assert "Embedded the sentences of 1 imported memories of several sentences." in imported.stdout
+    with YourMemory(tmp_path / "cli.db", user="ada", read_only=True) as memory:
+        lengths = [length for (length,) in memory.db.execute(
+            "SELECT length(vectors) FROM memory_sentences ORDER BY memory_id")]
+    assert lengths == [3 * 4 * 768, 0]  # three sentences of float32 vectors; nothing to embed in the other
+    doctor = subprocess.run([entry, "doctor"], env=env, capture_output=True, text=True)
+    assert doctor.returncode == 0 and "wait" not in doctor.stdout, doctor.stdout
+
+
 @pytest.mark.parametrize("field, value, why", [
     ("created_at", "0001-01-01T00:00:00+14:00", "between 1970 and now"),  # made recall and export fail for good
     ("last_accessed_at", "9999-12-31T00:00:00Z", "between 1970 and now"),  # would never decay
