@@ -7841,7 +7841,8 @@ def run_import(memory: YourMemory, paths: list[str]) -> int:
               file=sys.stderr)
         return 130
     if indexed["indexed"]:
-        print(f"Embedded the sentences of {indexed['indexed']} imported memories of several sentences.")
+        texts = "memory or observation" if indexed["indexed"] == 1 else "memories and observations"
+        print(f"Embedded one by one the sentences of {indexed['indexed']} imported {texts} with several.")
     return 1 if report["problems"] else 0
 
 

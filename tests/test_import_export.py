@@ -213,7 +213,7 @@ def test_the_cli_import_embeds_the_sentences_of_what_it_brought_so_none_wait(tmp
     imported = subprocess.run([entry, "import", str(source)], env=env, capture_output=True, text=True)
     assert imported.returncode == 0, imported.stderr
     assert "2 memories" in imported.stdout
-    assert "Embedded the sentences of 1 imported memories of several sentences." in imported.stdout
+    assert "Embedded one by one the sentences of 1 imported memory or observation with several." in imported.stdout
     with YourMemory(tmp_path / "cli.db", user="ada", read_only=True) as memory:
         lengths = [length for (length,) in memory.db.execute(
             "SELECT length(vectors) FROM memory_sentences ORDER BY memory_id")]
