@@ -173,6 +173,8 @@ SENTENCE_MIN_WORDS = 3
 SENTENCE_CANDIDATES = 100
 SENTENCE_WEIGHT = 0.75
 SENTENCE_INDEX_BATCH = 16
+SENTENCE_JOB_BATCH = 2    # the server's job: a tool call stops its batch, which is done again; small ones waste little
+QUIET_SECONDS = 0.2       # the server's background model runs wait this long after the agent's last call
 
 # Vector search: candidates by the Hamming distance of one-bit sketches, ranked again by int8 codes in
 # RAM, then exact cosine from SQLite for the best of them. Candidates: 10 per neighbour asked for, at least
@@ -548,6 +550,11 @@ class StorageError(YourMemoryError):
 
 class SchemaTooNew(YourMemoryError):
     """The database was written by a newer YourMemory."""
+
+
+class ModelRunStopped(YourMemoryError):
+    """A background model run was stopped to give way to a caller (``Embedder.stop_background_runs``); its work
+    is done again later."""
 
 
 # ============================================================================
@@ -1414,6 +1421,8 @@ class Embedder:
         self._session = None
         self._tokenizer = None
         self._lock = threading.Lock()
+        self._background_runs: set = set()  # the RunOptions of background runs in flight
+        self._background_lock = threading.Lock()
 
     def load(self) -> "Embedder":
         with self._lock:
@@ -1444,13 +1453,21 @@ class Embedder:
                                "run `yourmemory setup --force` to rebuild it") from error
         return tokenizer, session
 
-    def embed(self, texts: Sequence[str]):
-        """Return an (n, 768) float32 array of unit vectors."""
+    def embed(self, texts: Sequence[str], *, in_background: bool = False):
+        """Return an (n, 768) float32 array of unit vectors. ``in_background``: work that can wait, whose model runs
+        ``stop_background_runs`` stops (ModelRunStopped)."""
         import numpy as np
         result = np.zeros((len(texts), EMBEDDING_DIM), dtype=np.float32)
-        for batch, vectors, _, _ in self._batches(texts):
+        for batch, vectors, _, _ in self._batches(texts, in_background):
             result[batch] = vectors
         return result
+
+    def stop_background_runs(self) -> None:
+        """Stop the background model runs in flight (``embed(..., in_background=True)``) within a few
+        milliseconds: a run beside a caller's takes a core from it. The server calls it as each tool call begins."""
+        with self._background_lock:
+            for options in self._background_runs:
+                options.terminate = True
 
     def embed_one(self, text: str):
         return self.embed([text])[0]
@@ -1485,25 +1502,42 @@ class Embedder:
             return matches[at].group(0).lower().strip(".'-/") or None  # as query_terms strips it
         return [word_at(encoding.offsets[i][0]) for i in sketched_tokens(encoding.tokens)]
 
-    def _batches(self, texts: Sequence[str]):
+    def _batches(self, texts: Sequence[str], in_background: bool = False):
         """Model runs over ``texts`` in batches of similar length (they pad less): (the texts' positions, then
         ``_run``'s vectors, token states and encodings) for each batch."""
         self.load()
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         for start in range(0, len(order), self.batch_size):
             batch = order[start:start + self.batch_size]
-            yield (batch, *self._run([texts[i] for i in batch]))
+            yield (batch, *self._run([texts[i] for i in batch], in_background))
 
-    def _run(self, texts: list[str]):
+    def _run(self, texts: list[str], in_background: bool = False):
         """Mean-pooled unit vectors, and the token states and encodings they were pooled from."""
         import numpy as np
         encodings = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-        hidden = self._session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        hidden = (self._run_in_background(feeds) if in_background else self._session.run(None, feeds))[0]
         summed = (hidden * mask[..., None]).sum(axis=1)
         pooled = summed / np.clip(mask.sum(axis=1, keepdims=True), 1e-9, None)
         return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None), hidden, encodings
+
+    def _run_in_background(self, feeds: dict):
+        """One model run that ``stop_background_runs`` can stop (onnxruntime's terminate flag)."""
+        import onnxruntime
+        options = onnxruntime.RunOptions()
+        with self._background_lock:
+            self._background_runs.add(options)
+        try:
+            return self._session.run(None, feeds, options)
+        except Exception as error:
+            if options.terminate:
+                raise ModelRunStopped("a background model run gave way to a caller") from None
+            raise error
+        finally:
+            with self._background_lock:
+                self._background_runs.discard(options)
 
 
 def token_sketches(hidden, tokens: Sequence[str]) -> bytes:
@@ -5544,17 +5578,24 @@ class YourMemory:
         return {"filled": filled, "total": len(missing), "changed": len(missing) - filled}
 
     def index_sentences(self, *, on_progress: Callable[[int, int], None] | None = None,
-                        stopping: Callable[[], bool] | None = None, recent_only: bool = False) -> dict:
+                        stopping: Callable[[], bool] | None = None, recent_only: bool = False,
+                        batch_size: int = SENTENCE_INDEX_BATCH, pause: Callable[[], None] | None = None,
+                        in_background: bool = False) -> dict:
         """Embed each sentence, alone, of every memory (every user's) stored or changed since the last run, so
         that recall compares them too (SENTENCE_MIN_WORDS; ``sentences_to_embed``). The server runs it in the
         background after writes; a library user calls it after storing, or lets recall use whole vectors only.
-        ``SENTENCE_INDEX_BATCH`` memories at a time, each batch in its own transaction: an interruption keeps what
-        was done. ``on_progress(done, total)`` after each batch; ``stopping()`` true ends the run between batches.
+        ``batch_size`` memories at a time, each batch in its own transaction: an interruption keeps what was done.
+        ``on_progress(done, total)`` after each batch; ``pause()`` before each (the server's job waits there while
+        the agent's calls run); ``stopping()`` true ends the run between batches. ``in_background``: the model runs
+        give way to callers (``Embedder.stop_background_runs`` raises ModelRunStopped here). Whatever stops a run
+        midway, what it did not do waits for the next, ``recent_only`` or not.
         ``recent_only``: only the memories this object wrote since the last run, not every memory that waits: the
         server's job after its first run (finding all that wait scans every memory, 50 ms at 100k, holding the lock).
         Returns ``{"indexed", "total", "changed"}``: a memory changed or forgotten meanwhile waits for the next run."""
         if self.read_only:
             raise StorageError(f"{self.path} is open read-only: no sentences can be embedded")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidInput("batch_size", f"must be a whole number of memories, 1 or more (got {batch_size!r})")
         with self._lock, transaction(self.db):
             self.sentences_waiting.clear()
             written, self._sentences_written = self._sentences_written, set()
@@ -5564,24 +5605,34 @@ class YourMemory:
             self.db.executemany("INSERT INTO memory_sentences (memory_id, vectors) VALUES (?, x'')",  # nothing to embed
                                 [(memory_id,) for memory_id, _, sentences in waiting if not sentences])
             waiting = [w for w in waiting if w[2]]
-        indexed = 0
-        for start in range(0, len(waiting), SENTENCE_INDEX_BATCH):
-            if stopping and stopping():
-                break
-            batch = waiting[start:start + SENTENCE_INDEX_BATCH]
-            # One call for the batch's sentences: the model runs them in batches of like length, which pad little.
-            texts = [s for _, _, sentences in batch for s in sentences]
-            vectors = list(self.embedder.embed(texts))
-            if len(vectors) != len(texts):
-                raise YourMemoryError(f"the embedder's embed gave {len(vectors)} vectors for {len(texts)} texts")
-            vectors.reverse()  # popped in order below
-            blobs = [sentence_blob([checked_vector(vectors.pop(), "embed") for _ in sentences])
-                     for _, _, sentences in batch]
-            indexed += self._keep_unless_changed("memory_sentences", "vectors", [
-                (memory_id, content, blob) for (memory_id, content, _), blob in zip(batch, blobs)])
-            if on_progress:
-                on_progress(start + len(batch), len(waiting))
+        indexed = done = 0
+        try:
+            for start in range(0, len(waiting), batch_size):
+                if pause:
+                    pause()
+                if stopping and stopping():
+                    break
+                batch = waiting[start:start + batch_size]
+                blobs = self._embed_sentences([sentences for _, _, sentences in batch], in_background)
+                indexed += self._keep_unless_changed("memory_sentences", "vectors", [
+                    (memory_id, content, blob) for (memory_id, content, _), blob in zip(batch, blobs)])
+                done = start + len(batch)
+                if on_progress:
+                    on_progress(done, len(waiting))
+        finally:
+            self._sentences_written |= {memory_id for memory_id, _, _ in waiting[done:]}
         return {"indexed": indexed, "total": len(waiting), "changed": len(waiting) - indexed}
+
+    def _embed_sentences(self, texts: list[list[str]], in_background: bool = False) -> list[bytes]:
+        """Each memory's sentences (``texts``: one list a memory) as one blob (``sentence_blob``). One call for all:
+        the model runs them in batches of like length, which pad little."""
+        flat = [sentence for sentences in texts for sentence in sentences]
+        stoppable = in_background and hasattr(self.embedder, "stop_background_runs")  # a library user's may not be
+        vectors = list(self.embedder.embed(flat, in_background=True) if stoppable else self.embedder.embed(flat))
+        if len(vectors) != len(flat):
+            raise YourMemoryError(f"the embedder's embed gave {len(vectors)} vectors for {len(flat)} texts")
+        vectors.reverse()  # popped in order below
+        return [sentence_blob([checked_vector(vectors.pop(), "embed") for _ in sentences]) for sentences in texts]
 
     def _keep_unless_changed(self, table: str, column: str, rows: list[tuple[int, str, bytes]]) -> int:
         """Write what was embedded, outside the lock, from each (memory id, text) into ``table``'s ``column``,
@@ -6778,8 +6829,9 @@ the lesson tools record error patterns with their fixes (create_lesson) and find
 (find_similar_errors, get_lesson_recommendations)."""
 
 
-def build_server(memory: YourMemory):
-    """An MCP server with the five memory tools, the knowledge-graph tools and resource, and the lesson tools."""
+def build_server(memory: YourMemory, calls: "CallsInFlight | None" = None):
+    """An MCP server with the five memory tools, the knowledge-graph tools and resource, and the lesson tools.
+    ``calls``: where the tool calls running are counted, for the background jobs to give way to them."""
     from typing import Annotated, Literal, Optional
 
     from typing_extensions import TypedDict  # pydantic needs it for nested TypedDicts before 3.12
@@ -6852,11 +6904,14 @@ def build_server(memory: YourMemory):
 
     server = MCPServer("yourmemory", title="YourMemory", version=__version__, instructions=SERVER_INSTRUCTIONS)
 
+    calls = calls or CallsInFlight()
+
     def call(method, *args, **kwargs):
         try:
             for name, value in kwargs.items():  # user_id, api_key, limit...: the tools' own names
                 _check_unicode(value, name)
-            return method(*args, **kwargs)
+            with calls.running():
+                return method(*args, **kwargs)
         except YourMemoryError as error:
             raise ToolError(str(error)) from None
         except database_errors() as error:
@@ -7229,13 +7284,46 @@ class DecayTimer(threading.Thread):
         self.stopped.set()
 
 
+class CallsInFlight:
+    """The agent's tool calls running now, and when the last one ended. A background model run beside a call takes
+    a core from the call's own (a recall took twice as long beside nonstop sentence embedding at 10k memories), so
+    each call starts with ``on_start`` (the server's: stop the background model runs), and the server's jobs wait
+    for a quiet moment (QUIET_SECONDS without a call) before each of theirs."""
+
+    def __init__(self, quiet_seconds: float = QUIET_SECONDS, on_start: Callable[[], None] | None = None):
+        self.quiet_seconds, self.on_start, self._count, self._ended = quiet_seconds, on_start, 0, 0.0
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def running(self):
+        with self._lock:
+            self._count += 1
+        try:
+            if self.on_start:
+                self.on_start()
+            yield
+        finally:
+            with self._lock:
+                self._count, self._ended = self._count - 1, time.monotonic()
+
+    def quiet(self) -> bool:
+        with self._lock:
+            return self._count == 0 and time.monotonic() - self._ended >= self.quiet_seconds
+
+    def wait_for_quiet(self, stopping: Callable[[], bool]) -> None:
+        while not self.quiet() and not stopping():
+            time.sleep(0.02)
+
+
 class SentenceIndexer(threading.Thread):
     """Embeds the sentences of memories stored or changed (``YourMemory.index_sentences``) once the model is warm,
-    and again whenever a write leaves some waiting, so that a store waits for one model run only."""
+    and again whenever a write leaves some waiting, so that a store waits for one model run only. It runs
+    SENTENCE_JOB_BATCH memories at a time, each batch once no tool call has run for QUIET_SECONDS (``calls``)."""
 
-    def __init__(self, memory: YourMemory, warming: WarmUp):
+    def __init__(self, memory: YourMemory, warming: WarmUp, calls: CallsInFlight | None = None):
         super().__init__(name="yourmemory-sentences", daemon=True)
         self.memory, self.warming, self.stopped = memory, warming, threading.Event()
+        self.calls = calls or CallsInFlight()
 
     def run(self) -> None:
         self.warming.join()
@@ -7249,8 +7337,15 @@ class SentenceIndexer(threading.Thread):
             if not waiting.wait(timeout=0.5) or self.stopped.is_set():
                 continue
             try:  # the first run finds all that wait; the later ones what this server wrote since
-                self.memory.index_sentences(stopping=self.stopped.is_set, recent_only=first_done)
+                self.calls.wait_for_quiet(self.stopped.is_set)  # its search for work holds the store's lock
+                self.memory.index_sentences(
+                    stopping=self.stopped.is_set, recent_only=first_done, batch_size=SENTENCE_JOB_BATCH,
+                    pause=lambda: self.calls.wait_for_quiet(self.stopped.is_set),
+                    in_background=True)
                 first_done = True
+            except ModelRunStopped:  # it gave way to a tool call: what it had left is back among the writes
+                first_done = True    # that a run of recent ones takes, and it goes on after the call
+                waiting.set()
             except Exception as error:  # the next write tries again; recall uses whole vectors meanwhile
                 if self.stopped.is_set():
                     return  # cut short by the server's shutdown (the store closed under it): no failure
@@ -7268,9 +7363,14 @@ class SentenceIndexer(threading.Thread):
 def serve(memory: YourMemory) -> None:
     """Run the stdio MCP server until the client disconnects."""
     import anyio
-    server = build_server(memory)
+
+    def give_way() -> None:  # each tool call stops the background model runs (they are done again after it)
+        if stop := getattr(memory.embedder, "stop_background_runs", None):
+            stop()
+    calls = CallsInFlight(on_start=give_way)
+    server = build_server(memory, calls)
     warming, timer = WarmUp(memory), DecayTimer(memory)
-    indexer = SentenceIndexer(memory, warming)
+    indexer = SentenceIndexer(memory, warming, calls)
     warming.start()
     timer.start()
     indexer.start()

@@ -268,3 +268,29 @@ def test_each_token_sketch_knows_the_word_it_comes_from(embedder):
     assert set(words) == {"jun", "i", "sprained", "my", "ankle", "playing", "football"}
     assert embedder.token_words("?!") == []
 
+
+
+def test_a_background_model_run_stops_for_a_caller_and_a_foreground_one_does_not(embedder):
+    """The server's sentence job embeds ``in_background``; a tool call stops its model run at once
+    (``stop_background_runs``) instead of sharing the cores with it, and the job does that work again later.
+    A caller's own run is never stopped."""
+    texts = ["A long sentence about the garden, the weather and the week that keeps the model busy."] * 96
+    outcome = {}
+
+    def background():
+        try:
+            outcome["vectors"] = embedder.embed(texts, in_background=True)
+        except yourmemory.ModelRunStopped as stopped:
+            outcome["stopped"] = stopped
+    worker = threading.Thread(target=background)
+    worker.start()
+    while worker.is_alive() and not embedder._background_runs:  # wait until its first model run is in flight
+        pass
+    embedder.stop_background_runs()
+    foreground = embedder.embed(texts[:2])
+    embedder.stop_background_runs()  # no background run now: stops nothing
+    worker.join()
+    assert "stopped" in outcome and "vectors" not in outcome
+    assert not embedder._background_runs
+    np.testing.assert_allclose(foreground[0], embedder.embed_one(texts[0]), atol=1e-6)
+    np.testing.assert_allclose(embedder.embed(texts[:3], in_background=True)[2], foreground[1], atol=1e-6)

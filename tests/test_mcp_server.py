@@ -336,3 +336,33 @@ def test_serve_returns_only_after_the_model_load_it_started_has_ended(tmp_path, 
         yourmemory.serve(memory)
         left = [t.name for t in threading.enumerate() if t.name in ("yourmemory-warm-up", "yourmemory-sentences")]
         assert left == []
+
+
+def test_each_tool_call_first_stops_the_background_model_runs_and_the_job_waits_for_a_quiet_moment(
+        tmp_path, embedder):
+    """A background model run beside a tool call takes a core from it (a recall took twice as long beside nonstop
+    sentence embedding): every tool call starts by stopping them (``on_start``; the server's stops the embedder's
+    background runs), and counts as running until it returns, so the job waits until QUIET_SECONDS pass without one."""
+    from mcp import Client
+    seen = []
+    calls = yourmemory.CallsInFlight(quiet_seconds=60, on_start=lambda: seen.append(calls.quiet()))
+    with YourMemory(tmp_path / "memory.db", user="ada", embedder=embedder) as memory:
+        async def session():
+            async with Client(yourmemory.build_server(memory, calls), mode="legacy") as client:
+                await client.call_tool("store_memory", {"content": "CI runs on Buildkite"})
+                await client.call_tool("recall_memory", {"query": "Where does CI run?"})
+        assert calls.quiet()  # no call yet
+        anyio.run(session)
+    assert seen == [False, False]  # each call began while it counted as running
+    assert not calls.quiet()  # the last call ended under 60 s ago
+    calls.quiet_seconds = 0
+    assert calls.quiet()
+    stopped = threading.Event()
+    calls.quiet_seconds = 60
+    with calls.running():
+        waiter = threading.Thread(target=calls.wait_for_quiet, args=(stopped.is_set,))
+        waiter.start()
+        waiter.join(0.1)
+        assert waiter.is_alive()  # it waits while a call runs ...
+        stopped.set()  # ... until the server stops
+        waiter.join()

@@ -391,6 +391,41 @@ def test_index_sentences_of_recent_writes_only_takes_what_this_object_wrote_sinc
         assert {m for (m,) in memory.db.execute("SELECT memory_id FROM memory_sentences")} == {older, newer}
 
 
+def test_index_sentences_that_gives_way_to_a_caller_leaves_what_it_had_not_done_to_its_next_recent_run(
+        db_path, clock, embedder):
+    """The server's job runs ``in_background``, a batch at a time, pausing before each; a tool call stops its model
+    run (ModelRunStopped). The batch stopped is not written, and it and the batches after it wait for the next
+    run of recent writes, which the job starts once the call is over: nothing is lost. Each batch is embedded
+    only after ``pause`` returns."""
+    third = "Cy: The vendor call moved to Monday. Legal wants the contract first."
+    with YourMemory(db_path, user="ada", clock=clock, embedder=embedder) as memory:
+        ids = [memory.store(text)["id"] for text in (
+            ADAS_MOVE, "Bo: The release slipped to Friday. QA found two blockers in checkout.", third)]
+        paused = []
+
+        def pause():  # the second batch's model run is stopped, as a tool call beginning then would stop it
+            paused.append(len(paused))
+            if len(paused) == 2:
+                original = memory.embedder.embed
+
+                def stopped(texts, *, in_background=False):
+                    memory.embedder.embed = original
+                    assert in_background
+                    raise yourmemory.ModelRunStopped("a background model run gave way to a caller")
+                memory.embedder.embed = stopped
+        with pytest.raises(yourmemory.ModelRunStopped):
+            memory.index_sentences(recent_only=True, batch_size=1, pause=pause, in_background=True)
+        assert paused == [0, 1]
+        assert [m for (m,) in memory.db.execute("SELECT memory_id FROM memory_sentences")] == [ids[0]]
+        assert memory.index_sentences(recent_only=True, batch_size=1, pause=lambda: paused.append(None),
+                                      in_background=True) == {"indexed": 2, "total": 2, "changed": 0}
+        assert paused[2:] == [None, None]
+        assert [m for (m,) in memory.db.execute("SELECT memory_id FROM memory_sentences ORDER BY memory_id")] == ids
+        for wrong in (0, True, 1.5):
+            with pytest.raises(yourmemory.InvalidInput, match="batch_size"):
+                memory.index_sentences(batch_size=wrong)
+
+
 class ChangingWhileSentencesEmbed:
     """The real model; the first ``embed`` runs ``meanwhile`` before it answers, as another process might."""
 
