@@ -1423,6 +1423,7 @@ class Embedder:
         self._lock = threading.Lock()
         self._background_runs: set = set()  # the RunOptions of background runs in flight
         self._background_lock = threading.Lock()
+        self._stopped_at = float("-inf")  # when stop_background_runs was last called (time.monotonic)
 
     def load(self) -> "Embedder":
         with self._lock:
@@ -1458,7 +1459,7 @@ class Embedder:
         ``stop_background_runs`` stops (ModelRunStopped)."""
         import numpy as np
         result = np.zeros((len(texts), EMBEDDING_DIM), dtype=np.float32)
-        for batch, vectors, _, _ in self._batches(texts, in_background):
+        for batch, vectors, _, _ in self._batches(texts, time.monotonic() if in_background else None):
             result[batch] = vectors
         return result
 
@@ -1466,6 +1467,7 @@ class Embedder:
         """Stop the background model runs in flight (``embed(..., in_background=True)``) within a few
         milliseconds: a run beside a caller's takes a core from it. The server calls it as each tool call begins."""
         with self._background_lock:
+            self._stopped_at = time.monotonic()
             for options in self._background_runs:
                 options.terminate = True
 
@@ -1502,32 +1504,36 @@ class Embedder:
             return matches[at].group(0).lower().strip(".'-/") or None  # as query_terms strips it
         return [word_at(encoding.offsets[i][0]) for i in sketched_tokens(encoding.tokens)]
 
-    def _batches(self, texts: Sequence[str], in_background: bool = False):
+    def _batches(self, texts: Sequence[str], background_since: float | None = None):
         """Model runs over ``texts`` in batches of similar length (they pad less): (the texts' positions, then
-        ``_run``'s vectors, token states and encodings) for each batch."""
+        ``_run``'s vectors, token states and encodings) for each batch. ``background_since``: background work begun
+        then (``embed(..., in_background=True)``), which a stop since then stops."""
         self.load()
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         for start in range(0, len(order), self.batch_size):
             batch = order[start:start + self.batch_size]
-            yield (batch, *self._run([texts[i] for i in batch], in_background))
+            yield (batch, *self._run([texts[i] for i in batch], background_since))
 
-    def _run(self, texts: list[str], in_background: bool = False):
+    def _run(self, texts: list[str], background_since: float | None = None):
         """Mean-pooled unit vectors, and the token states and encodings they were pooled from."""
         import numpy as np
         encodings = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
         feeds = {"input_ids": ids, "attention_mask": mask}
-        hidden = (self._run_in_background(feeds) if in_background else self._session.run(None, feeds))[0]
+        hidden = (self._session.run(None, feeds) if background_since is None
+                  else self._run_in_background(feeds, background_since))[0]
         summed = (hidden * mask[..., None]).sum(axis=1)
         pooled = summed / np.clip(mask.sum(axis=1, keepdims=True), 1e-9, None)
         return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None), hidden, encodings
 
-    def _run_in_background(self, feeds: dict):
-        """One model run that ``stop_background_runs`` can stop (onnxruntime's terminate flag)."""
+    def _run_in_background(self, feeds: dict, since: float):
+        """One model run that ``stop_background_runs`` can stop (onnxruntime's terminate flag); stopped at once if
+        a stop came after its work began (``since``), before the run was there to stop."""
         import onnxruntime
         options = onnxruntime.RunOptions()
         with self._background_lock:
+            options.terminate = self._stopped_at >= since
             self._background_runs.add(options)
         try:
             return self._session.run(None, feeds, options)

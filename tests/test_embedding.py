@@ -294,3 +294,26 @@ def test_a_background_model_run_stops_for_a_caller_and_a_foreground_one_does_not
     assert not embedder._background_runs
     np.testing.assert_allclose(foreground[0], embedder.embed_one(texts[0]), atol=1e-6)
     np.testing.assert_allclose(embedder.embed(texts[:3], in_background=True)[2], foreground[1], atol=1e-6)
+
+
+def test_a_stop_that_comes_after_background_work_began_but_before_its_model_run_still_stops_it():
+    """A tool call may begin between the job's check for a quiet moment and its model run's start, when there is
+    no run to stop yet: the run is stopped as it starts. A stop from before the work began stops nothing. (The
+    tokenizer is the real one, wrapped to call the stop at that moment.)"""
+    embedder = Embedder().load()
+    real = embedder._tokenizer
+
+    class StoppingFirst:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def encode_batch(self, texts):
+            embedder.stop_background_runs()  # the call begins after the work did, before its model run
+            return real.encode_batch(texts)
+    embedder.stop_background_runs()
+    assert embedder.embed(["before the stop"], in_background=True).shape == (1, yourmemory.EMBEDDING_DIM)
+    embedder._tokenizer = StoppingFirst()
+    with pytest.raises(yourmemory.ModelRunStopped):
+        embedder.embed(["stopped as it starts"], in_background=True)
+    assert embedder.embed(["a caller's own run"]).shape == (1, yourmemory.EMBEDDING_DIM)
+    assert not embedder._background_runs
