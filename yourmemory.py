@@ -4851,8 +4851,8 @@ class YourMemory:
         """The ``top_k`` memories most relevant to ``query``, strongest first.
 
         Round 1 fuses vector and BM25 candidates, then compares the best of them token by token and sentence by
-        sentence; round 2 walks the graph from the round-1 seeds. Recalled memories restart their decay clock (and count a recall if it is spaced); their
-        neighbours' clocks move part-way.
+        sentence; round 2 walks the graph from the round-1 seeds. Recalled memories restart their decay clock (and
+        count a recall if it is spaced); their neighbours' clocks move part-way.
         """
         caller = self._caller(user_id, api_key)
         query = _check_text(query, "query", MAX_QUERY_CHARS)
@@ -5625,8 +5625,8 @@ class YourMemory:
                 done = start + len(batch)
                 if on_progress:
                     on_progress(done, len(waiting))
-        finally:
-            self._sentences_written |= {memory_id for memory_id, _, _ in waiting[done:]}
+        finally:  # in place, not rebound: stores add to the set from other threads meanwhile
+            self._sentences_written.update(memory_id for memory_id, _, _ in waiting[done:])
         return {"indexed": indexed, "total": len(waiting), "changed": len(waiting) - indexed}
 
     def _embed_sentences(self, texts: list[list[str]], in_background: bool = False) -> list[bytes]:
@@ -7924,13 +7924,18 @@ def run_agent_command(memory: YourMemory, args) -> None:
                   f"write {','.join(agent['can_write']):<15} {state:<32} {agent['description'] or ''}")
 
 
+def memories_bar(label: str) -> Callable[[int, int], None] | None:
+    """An ``on_progress(done, total)`` that draws a bar of memories where someone watches stderr, else None."""
+    return (lambda done, total: progress(label, done, total, "memories")) if sys.stderr.isatty() else None
+
+
 def run_import(memory: YourMemory, paths: list[str]) -> int:
     """``yourmemory import``: the files, then the sentences of the memories they brought (``index_sentences`` of
     this run's writes), so that recall compares them at once; progress bars where someone watches them."""
-    watched = sys.stderr.isatty()
     try:
         report = import_files(memory, paths, on_progress=(
-            (lambda name, done, total: progress(f"importing {name}", done, total, "records")) if watched else None))
+            (lambda name, done, total: progress(f"importing {name}", done, total, "records"))
+            if sys.stderr.isatty() else None))
     except KeyboardInterrupt:  # each record went in whole or not at all
         print("\nInterrupted: the records before this point are imported; run the same import again "
               "to finish (records already imported are skipped).", file=sys.stderr)
@@ -7939,8 +7944,7 @@ def run_import(memory: YourMemory, paths: list[str]) -> int:
     if report.get("stopped"):
         return 1  # the database takes no more now; the sentences wait with what was imported
     try:
-        indexed = memory.index_sentences(recent_only=True, on_progress=(
-            (lambda done, total: progress("embedding sentences", done, total, "memories")) if watched else None))
+        indexed = memory.index_sentences(recent_only=True, on_progress=memories_bar("embedding sentences"))
     except KeyboardInterrupt:  # each batch went in whole or not at all
         print("\nInterrupted while embedding sentences: the import is complete, and recall ranks the memories "
               "still waiting by their whole vectors until `yourmemory reindex` (or the server) embeds them.",
@@ -7955,11 +7959,9 @@ def run_import(memory: YourMemory, paths: list[str]) -> int:
 def run_reindex(memory: YourMemory) -> int:
     """``yourmemory reindex``: ``fill_token_sketches``, then ``index_sentences``, with progress bars where someone
     watches them."""
-    def bar(label):
-        return (lambda done, total: progress(label, done, total, "memories")) if sys.stderr.isatty() else None
     try:
-        sketched = memory.fill_token_sketches(on_progress=bar("adding token sketches"))
-        indexed = memory.index_sentences(on_progress=bar("embedding sentences"))
+        sketched = memory.fill_token_sketches(on_progress=memories_bar("adding token sketches"))
+        indexed = memory.index_sentences(on_progress=memories_bar("embedding sentences"))
     except KeyboardInterrupt:  # each batch went in whole or not at all
         print("\nInterrupted: the memories done so far keep their sketches and sentences; run `yourmemory reindex` "
               "again to finish.", file=sys.stderr)
