@@ -585,6 +585,37 @@ def test_an_announced_change_supersedes_only_the_nearest_memory_it_replaces(memo
     assert memory.get(length["id"])["status"] == "active"
 
 
+@pytest.mark.parametrize("value, other, change", [
+    # both pass the tests of an update and the other fact is nearer; the change names a tool, as the value did
+    ("Grace's team tracks bugs in Jira.", "Grace's team tracks bugs with a severity label.",
+     "Grace's team moved bug tracking to Linear."),
+    ("The team's video calls are on Zoom.", "The team's video calls are recorded for absent colleagues.",
+     "We moved the team's video calls to Google Meet."),
+    # the value is a little less similar (0.44) than an update must be alone, the other fact more (0.47)
+    ("The team's video calls are on Zoom.", "Cameras are optional in internal video calls.",
+     "We moved our video calls to Google Meet."),
+])
+def test_a_change_replaces_the_fact_that_held_a_value_of_its_kind_not_a_nearer_fact_about_the_same_thing(
+        memory, clock, value, other, change):
+    old = memory.store(value)
+    clock.advance(days=1)
+    kept = memory.store(other)
+    clock.advance(days=1)
+    new = memory.store(change)
+    assert new["action"] == "supersede" and new["supersededId"] == old["id"], new
+    assert memory.get(kept["id"])["status"] == "active"
+
+
+def test_of_the_memories_a_change_may_replace_it_takes_the_one_whose_value_it_names_again():
+    """Both older texts name a tool, as the change does; only one of them holds the tool the change moved off."""
+    change = yourmemory.parse("The web team moved its pipelines off CircleCI and onto Buildkite.")
+    nearer = yourmemory.parse("The web team's CI caches Gradle and npm dependencies between runs.")
+    farther = yourmemory.parse("The web team runs its builds on CircleCI.")
+    candidates = [(1, nearer.text, lambda: nearer), (2, farther.text, lambda: farther)]
+    assert yourmemory._likeliest_replaced(change, candidates) == (2, farther.text)
+    assert yourmemory._likeliest_replaced(change, candidates[:1]) == (1, nearer.text)
+
+
 def test_an_older_memory_is_compared_from_its_stored_parse_not_parsed_again(memory, parses):
     old = memory.store("We deploy the API on Heroku")
     new = memory.store("We moved the API deployment to Fly.io")
