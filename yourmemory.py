@@ -3615,12 +3615,15 @@ def _value_kinds_meet(old_doc, new_doc) -> bool:
 
 
 def _likeliest_replaced(new_doc, candidates: list) -> tuple[int, str]:
-    """Of the older memories a change may replace (``(id, content, parse)``, nearest first), the one it most
-    likely replaces: one whose values the new text names again ("The web team moved its pipelines off CircleCI"
-    / "The web team runs its builds on CircleCI") or says all of ("The billing service's owner is now Grace" /
-    "Ravi owns the billing service"), else one whose values are of the new value's kind (a name for a name:
-    "Grace's team moved bug tracking to Linear" / "Grace's team tracks bugs in Jira", not "... with a severity
-    label"), else the nearest."""
+    """Of the older memories a change may replace (``(id, content, a callable giving its parse)``, nearest
+    first), the one it most likely replaces: one whose value the new text names again ("The web team moved its
+    pipelines off CircleCI" / "The web team runs its builds on CircleCI") or that holds no value word the new
+    text lacks ("We launched v2 of the public API and deprecated v1" / "The public API is at v1"), else one
+    whose values are of the new value's kind (a name for a name: "Grace's team moved bug tracking to Linear" /
+    "Grace's team tracks bugs in Jira", not "... with a severity label"), else the nearest."""
+    if len(candidates) == 1:
+        return candidates[0][:2]
+
     def unlikeliness(candidate) -> int:
         old_doc = candidate[2]()
         old_values = changed_values(old_doc, new_doc)
@@ -4565,7 +4568,7 @@ class YourMemory:
             # (searching after the insert found the memory itself first, then these EDGE_FANOUT).
             neighbours = self._nearest(vector, [caller.scope(visibility)], EDGE_FANOUT)
             comparable = neighbours[:DEDUP_NEIGHBOURS] if visibility in caller.can_read else []
-            met = self._met_by(content, doc, comparable)
+            met = self._reinforces_or_replaces(content, doc, comparable)
             if met and met[0] == "reinforce":
                 memory_id, old_content = met[1:]
                 self._reinforce(memory_id, importance, caller, now)
@@ -4580,7 +4583,7 @@ class YourMemory:
             return self._stored(caller, "supersede", new_id, category, inferred, importance, visibility,
                                 supersededId=outdated[0], supersededContent=outdated[1])
 
-    def _met_by(self, content: str, doc, comparable: list) -> tuple[str, int, str] | None:
+    def _reinforces_or_replaces(self, content: str, doc, comparable: list) -> tuple[str, int, str] | None:
         """What a new text does to its nearest older memories (``(id, cosine, content)``, nearest first):
         ``("reinforce", id, content)`` of a near-duplicate nearer than any memory it replaces,
         ``("supersede", id, content)`` of the one memory it replaces (``_likeliest_replaced`` among all it may),
@@ -4595,7 +4598,8 @@ class YourMemory:
         for memory_id, similarity, old_content in comparable:
             if similarity < NAMED_REPLACEMENT_MIN_SIMILARITY:
                 break
-            old_parse = functools.partial(self._stored_parse, memory_id, old_content)
+            # cached: ``_likeliest_replaced`` reads again the parses of those that qualify
+            old_parse = functools.cache(functools.partial(self._stored_parse, memory_id, old_content))
             duplicate = similarity >= DUPLICATE_SIMILARITY and adds_nothing(old_content, content)
             if duplicate and not replaceable:
                 return "reinforce", memory_id, old_content
@@ -4609,7 +4613,7 @@ class YourMemory:
         return ("supersede", *_likeliest_replaced(doc, replaceable)) if replaceable else None
 
     def _replaces_below_update(self, old_content: str, new_content: str, new_doc, similarity: float,
-                               old_parse: Callable, another_replaced: bool) -> bool:
+                               old_parse: Callable, nearer_qualified: bool) -> bool:
         """Below UPDATE_MIN_SIMILARITY a change replaces a memory that holds a name it replaced or an employer or
         home, or, from ALIKE_UPDATE_MIN_SIMILARITY, one whose values are alike (``_values_alike``), or any the
         full test takes once a nearer memory qualified (which of them it replaces, ``_likeliest_replaced``
@@ -4619,7 +4623,7 @@ class YourMemory:
                 or self._changes_employer_or_home(old_content, new_content, new_doc, old_parse)):
             return True
         return similarity >= ALIKE_UPDATE_MIN_SIMILARITY and self._replaces(
-            old_content, new_content, new_doc, similarity, old_parse, values_alike=not another_replaced)
+            old_content, new_content, new_doc, similarity, old_parse, values_alike=not nearer_qualified)
 
     def _replaces(self, old_content: str, new_content: str, new_doc, similarity: float, old_parse: Callable, *,
                   values_alike: bool = False) -> bool:

@@ -573,9 +573,9 @@ def test_a_new_holder_of_a_role_supersedes_the_old_one(memory):
     assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
 
 
-def test_an_announced_change_supersedes_only_the_nearest_memory_it_replaces(memory, clock):
+def test_an_announced_change_supersedes_only_one_of_the_memories_it_may_replace(memory, clock):
     """Another fact about the same subject also passes the tests of an update ("capped at 15 minutes":
-    same subject, a number on both sides); the nearest older memory is the one that held the value."""
+    same subject, a number on both sides); only one is replaced, the nearest, which held the value."""
     start = memory.store("Standup is at 9:30.")
     clock.advance(days=1)
     length = memory.store("Standup is capped at 15 minutes.")
@@ -613,7 +613,9 @@ def test_of_the_memories_a_change_may_replace_it_takes_the_one_whose_value_it_na
     farther = yourmemory.parse("The web team runs its builds on CircleCI.")
     candidates = [(1, nearer.text, lambda: nearer), (2, farther.text, lambda: farther)]
     assert yourmemory._likeliest_replaced(change, candidates) == (2, farther.text)
-    assert yourmemory._likeliest_replaced(change, candidates[:1]) == (1, nearer.text)
+    another = yourmemory.parse("The web team's CI posts its results to Slack.")  # a name too, named by neither
+    assert yourmemory._likeliest_replaced(change, [*candidates[:1], (3, another.text, lambda: another)]) == \
+        (1, nearer.text), "alike, the nearer"
 
 
 def test_an_older_memory_is_compared_from_its_stored_parse_not_parsed_again(memory, parses):
