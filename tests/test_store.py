@@ -26,6 +26,18 @@ def assert_replaces(memory, old: str, new: str) -> None:
     assert second["action"] == "supersede" and second["supersededId"] == first["id"], second
 
 
+def assert_replaces_past_a_nearer(memory, clock, old: str, nearer: str, new: str) -> None:
+    """Store ``old``, then ``nearer`` (another fact, nearer to ``new``), then ``new``: ``old`` is superseded,
+    ``nearer`` stays active."""
+    first = memory.store(old)
+    clock.advance(seconds=60)
+    other = memory.store(nearer)
+    clock.advance(seconds=60)
+    stored = memory.store(new)
+    assert stored["action"] == "supersede" and stored["supersededId"] == first["id"], stored
+    assert memory.get(other["id"])["status"] == "active"
+
+
 def assert_keeps(memory, old: str, new: str) -> None:
     """Store ``old``, then ``new``: both stay, the old one active."""
     first = memory.store(old)
@@ -454,13 +466,7 @@ def test_a_new_holder_of_the_same_thing_supersedes_the_old_holder(memory, old, n
      "Aisha Khan now owns the infrastructure and Terraform code."),
 ])
 def test_a_new_holder_replaces_the_old_holder_not_another_fact_nearer_to_it(memory, clock, holder, nearer, new):
-    old = memory.store(holder)
-    clock.advance(seconds=60)
-    other = memory.store(nearer)
-    clock.advance(seconds=60)
-    stored = memory.store(new)
-    assert stored["action"] == "supersede" and stored["supersededId"] == old["id"], stored
-    assert memory.get(other["id"])["status"] == "active"
+    assert_replaces_past_a_nearer(memory, clock, holder, nearer, new)
 
 
 def test_a_holder_of_another_thing_is_kept(memory):
@@ -597,13 +603,7 @@ def test_an_announced_change_supersedes_only_one_of_the_memories_it_may_replace(
 ])
 def test_a_change_replaces_the_fact_that_held_a_value_of_its_kind_not_a_nearer_fact_about_the_same_thing(
         memory, clock, value, other, change):
-    old = memory.store(value)
-    clock.advance(days=1)
-    kept = memory.store(other)
-    clock.advance(days=1)
-    new = memory.store(change)
-    assert new["action"] == "supersede" and new["supersededId"] == old["id"], new
-    assert memory.get(kept["id"])["status"] == "active"
+    assert_replaces_past_a_nearer(memory, clock, value, other, change)
 
 
 def test_of_the_memories_a_change_may_replace_it_takes_the_one_whose_value_it_names_again():
