@@ -444,6 +444,8 @@ TIME_WORDS = MONTHS | (FREQUENCY_ADVERBS - {"always", "usually", "regularly"}) |
     "morning", "afternoon", "evening", "night", "noon", "midday", "midnight", "lunch", "lunchtime", "tonight",
     "today", "tomorrow", "yesterday", "fortnightly", "biweekly", "o'clock"}
 TIME_PREPOSITIONS = {"at", "by", "until", "till", "from", "before", "after", "around", "since"}  # "at ten"
+CURRENCY_SIGNS = {"$", "€", "£", "¥"}
+TIME_POINTS_OF = {"end", "start", "beginning", "middle"}  # "the end of the day", "the start of the month"
 TIME_DETERMINERS = {"every", "each", "next", "last", "this", "coming"}  # "every two weeks", "next month"
 PATH = re.compile(r"^[~.]?/\w|://|\w/[\w.-]+/")  # "/etc/nginx", "s3://backups", "~/src/app"; not "24/7"
 PLACE_PREPOSITIONS = {"in", "at", "on", "to", "into", "onto", "from", "under", "near", "inside", "outside", "behind",
@@ -3288,9 +3290,12 @@ def _names_a_time(token) -> bool:
     if token.lemma_.lower() in TIME_UNITS:  # "every two weeks", "twice a month", "in two weeks"; not "15 minutes"
         return (any(child.lower_ in TIME_DETERMINERS for child in token.children)
                 or any(t.lower_ in ("once", "twice", "times") for t in token.doc[max(token.i - 3, 0):token.i])
-                or (token.dep_ == "pobj" and token.head.lower_ == "in"))
+                or (token.dep_ == "pobj" and token.head.lower_ == "in")
+                or (token.dep_ == "pobj" and token.head.lower_ == "of"  # "at the end of the day"
+                    and token.head.head.lemma_.lower() in TIME_POINTS_OF))
     return (token.tag_ == "CD" and token.dep_ == "pobj" and token.head.lower_ in TIME_PREPOSITIONS
-            and (not token.text.isdecimal() or int(token.text) <= 24))  # "at ten", "at 9"; not "at 90", "from 100"
+            and (not token.text.isdecimal() or int(token.text) <= 24)  # "at ten", "at 9"; not "at 90", "from 100"
+            and not (token.i > 0 and token.nbor(-1).text in CURRENCY_SIGNS))  # not "priced at $12"
 
 
 def _time_word(token) -> bool:
@@ -3601,9 +3606,13 @@ def _value_kinds(tokens) -> set[str]:
     """"name" ("Klarna", "CI"), "quantity" (a time or a number: "weekends", "two"; not "one" of "one of our
     customers" nor of "one-line"), both or neither ("optional", "monorepo")."""
     return ({"name" for t in tokens if _is_named(t)}
-            | {"quantity" for t in tokens if _names_a_time(t) or (
-                (t.like_num or _has_digit(t)) and not any(child.lower_ == "of" for child in t.children)
-                and not (t.i + 1 < len(t.doc) and t.nbor().text == "-"))})
+            | {"quantity" for t in tokens if _names_a_time(t) or _counts(t)})
+
+
+def _counts(token) -> bool:
+    """A number that counts: "two", "50"; not "one" of "one of our customers" nor of "one-line"."""
+    return ((token.like_num or _has_digit(token)) and not any(child.lower_ == "of" for child in token.children)
+            and not (token.i + 1 < len(token.doc) and token.nbor().text == "-"))
 
 
 def _value_kinds_meet(old_doc, new_doc) -> bool:
@@ -3620,7 +3629,9 @@ def _likeliest_replaced(new_doc, candidates: list) -> tuple[int, str]:
     pipelines off CircleCI" / "The web team runs its builds on CircleCI") or that holds no value word the new
     text lacks ("We launched v2 of the public API and deprecated v1" / "The public API is at v1"), else one
     whose values are of the new value's kind (a name for a name: "Grace's team moved bug tracking to Linear" /
-    "Grace's team tracks bugs in Jira", not "... with a severity label"), else the nearest."""
+    "Grace's team tracks bugs in Jira", not "... with a severity label"; a time for a time: "Omar moved his review
+    slot to the end of the day" / "Omar does code reviews first thing in the morning", not "Omar reviews at most
+    three PRs a day"), else the nearest."""
     if len(candidates) == 1:
         return candidates[0][:2]
 
@@ -3629,9 +3640,16 @@ def _likeliest_replaced(new_doc, candidates: list) -> tuple[int, str]:
         old_values = changed_values(old_doc, new_doc)
         if not old_values or _names_its_value(old_doc, new_doc):
             return 0
-        return 1 if _value_kinds(old_values) & _value_kinds(changed_values(new_doc, old_doc)) else 2
+        return 1 if _fine_kinds(old_values) & _fine_kinds(changed_values(new_doc, old_doc)) else 2
     memory_id, content, _ = min(candidates, key=unlikeliness)  # the first of the likeliest: the nearest of them
     return memory_id, content
+
+
+def _fine_kinds(tokens) -> set[str]:
+    """"name", "time" or "number" (``_value_kinds`` with a time told from a count): "first thing in the morning" and
+    "the end of the day" are alike, "three PRs a day" is not."""
+    return ({"name" for t in tokens if _is_named(t)} | {"time" for t in tokens if _names_a_time(t)}
+            | {"number" for t in tokens if _counts(t) and not _names_a_time(t)})
 
 
 def _names_its_value(old_doc, new_doc) -> bool:

@@ -581,7 +581,7 @@ def test_a_new_holder_of_a_role_supersedes_the_old_one(memory):
 
 def test_an_announced_change_supersedes_only_one_of_the_memories_it_may_replace(memory, clock):
     """Another fact about the same subject also passes the tests of an update ("capped at 15 minutes":
-    same subject, a number on both sides); only one is replaced, the nearest, which held the value."""
+    same subject, a number on both sides); only one is replaced, the one that held the time."""
     start = memory.store("Standup is at 9:30.")
     clock.advance(days=1)
     length = memory.store("Standup is capped at 15 minutes.")
@@ -616,6 +616,20 @@ def test_of_the_memories_a_change_may_replace_it_takes_the_one_whose_value_it_na
     another = yourmemory.parse("The web team's CI posts its results to Slack.")  # a name too, named by neither
     assert yourmemory._likeliest_replaced(change, [*candidates[:1], (3, another.text, lambda: another)]) == \
         (1, nearer.text), "alike, the nearer"
+
+
+@pytest.mark.parametrize("change, nearer, farther", [
+    # a time for a time, not a count ("end of the day" is a time; "a day" of "four PRs a day" counts)
+    ("Priya moved her review slot to the end of the day.", "Priya reviews at most four PRs a day.",
+     "Priya does her reviews first thing in the morning."),
+    # a price for a price: "at $20" is no clock time, as "at 9" would be
+    ("Sales raised the Team plan price to $25 per month.", "The Team plan includes a 30-day free trial.",
+     "The Team plan is priced at $20 per month."),
+])
+def test_of_the_memories_a_change_may_replace_it_takes_one_whose_value_is_of_its_kind(change, nearer, farther):
+    docs = [yourmemory.parse(text) for text in (change, nearer, farther)]
+    candidates = [(1, nearer, lambda: docs[1]), (2, farther, lambda: docs[2])]
+    assert yourmemory._likeliest_replaced(docs[0], candidates) == (2, farther)
 
 
 def test_an_older_memory_is_compared_from_its_stored_parse_not_parsed_again(memory, parses):
