@@ -4609,8 +4609,8 @@ class YourMemory:
         ("Standup is capped at 15 minutes" by "Standup moved to 10:00"), 25 of the 32 false merges on the
         stale-fact benchmark's first file. But the nearest one alone was sometimes another fact of the subject
         ("Cameras are optional in internal video calls" for "We moved our video calls to Google Meet"): the
-        likeliest instead, the fourteen stale-fact files' false merges 33 -> 26, correct supersedes 1,096 ->
-        1,103, top-1 the same (BENCHMARKS.md, forty-fourth session)."""
+        likeliest instead, the fourteen stale-fact files' false merges 33 -> 25, correct supersedes 1,096 ->
+        1,104, top-1 the same (BENCHMARKS.md, forty-fourth session)."""
         replaceable = []  # (memory_id, old_content, old_parse), nearest first
         ends_something = speaker(content) is None and bool(_ended_things(doc)) and not _hedged(doc)
         for memory_id, similarity, old_content in comparable:
