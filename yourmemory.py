@@ -3605,8 +3605,14 @@ def changed_values(doc, other) -> list:
 def _value_kinds(tokens) -> set[str]:
     """"name" ("Klarna", "CI"), "quantity" (a time or a number: "weekends", "two"; not "one" of "one of our
     customers" nor of "one-line"), both or neither ("optional", "monorepo")."""
-    return ({"name" for t in tokens if _is_named(t)}
-            | {"quantity" for t in tokens if _names_a_time(t) or _counts(t)})
+    return {"quantity" if kind in ("time", "number") else kind for kind in _fine_kinds(tokens)}
+
+
+def _fine_kinds(tokens) -> set[str]:
+    """"name", "time" or "number" (``_value_kinds`` with a time told from a count): "first thing in the morning" and
+    "the end of the day" are alike, "three PRs a day" is not."""
+    return ({"name" for t in tokens if _is_named(t)} | {"time" for t in tokens if _names_a_time(t)}
+            | {"number" for t in tokens if _counts(t) and not _names_a_time(t)})
 
 
 def _counts(token) -> bool:
@@ -3643,13 +3649,6 @@ def _likeliest_replaced(new_doc, candidates: list) -> tuple[int, str]:
         return 1 if _fine_kinds(old_values) & _fine_kinds(changed_values(new_doc, old_doc)) else 2
     memory_id, content, _ = min(candidates, key=unlikeliness)  # the first of the likeliest: the nearest of them
     return memory_id, content
-
-
-def _fine_kinds(tokens) -> set[str]:
-    """"name", "time" or "number" (``_value_kinds`` with a time told from a count): "first thing in the morning" and
-    "the end of the day" are alike, "three PRs a day" is not."""
-    return ({"name" for t in tokens if _is_named(t)} | {"time" for t in tokens if _names_a_time(t)}
-            | {"number" for t in tokens if _counts(t) and not _names_a_time(t)})
 
 
 def _names_its_value(old_doc, new_doc) -> bool:
