@@ -3592,7 +3592,18 @@ def value_words(doc) -> set[str]:
     """Words that can be a fact's value: names, numbers and nouns that are objects or attributes."""
     return {t.lower_ for t in doc if t.pos_ in ("PROPN", "NUM")
             or (t.pos_ in ("NOUN", "ADJ") and t.dep_ in ("pobj", "dobj", "attr", "acomp", "compound", "amod", "appos"))
-            } - FIRST_PERSON.keys()
+            or _unlisted_word(t)} - FIRST_PERSON.keys()
+
+
+def _unlisted_word(token) -> bool:
+    """A word of letters and digits ("quietotter77", "UUIDv7") or one no dictionary lists ("pytest", "unittest"),
+    whatever part of speech the small model guessed for it (a verb, a superlative)."""
+    if token.pos_ in ("PRON", "PUNCT", "SYM", "SPACE", "DET", "ADP", "AUX", "CCONJ", "SCONJ", "PART", "ADV"):
+        return False
+    if _letters_and_digits(token.text):
+        return True
+    return (token.text.isalpha() and token.text.islower() and len(token.text) > 2 and not _in_subject(token)
+            and token.lemma_.lower() not in _dictionary_words() and token.lower_ not in _dictionary_words())
 
 
 def changed_values(doc, other) -> list:

@@ -225,6 +225,10 @@ def test_a_changed_value_supersedes_the_old_memory(memory, old, new):
     ("Arjun is a software engineer at Atlassian.", "Arjun started at Skyline Robotics."),
     ("Northwind is one of our customers.", "Northwind is no longer a customer; we signed Fabrikam in its place."),
     ("The mobile app ships a release every two weeks.", "We're moving the mobile app to a monthly release train."),
+    # values the small model tags as a verb or an adverb: a word of letters and digits, a name no dictionary lists
+    ("The staging VPN password is redkite19.", "The staging VPN password was changed to greenowl52."),
+    ("The build cache key is cachev3.", "The build cache key was bumped to cachev4."),
+    ("The API client uses requests.", "We switched the API client to httpx."),
 ])
 def test_an_announced_change_in_other_words_supersedes(memory, old, new):
     assert_replaces(memory, old, new)
