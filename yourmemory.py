@@ -3589,7 +3589,8 @@ def _marks(token) -> set[str]:
 
 
 def value_words(doc) -> set[str]:
-    """Words that can be a fact's value: names, numbers and nouns that are objects or attributes."""
+    """Words that can be a fact's value: names, numbers, nouns that are objects or attributes, and words the small
+    model may have mistagged (``_unlisted_word``)."""
     return {t.lower_ for t in doc if t.pos_ in ("PROPN", "NUM")
             or (t.pos_ in ("NOUN", "ADJ") and t.dep_ in ("pobj", "dobj", "attr", "acomp", "compound", "amod", "appos"))
             or _unlisted_word(t)} - FIRST_PERSON.keys()
