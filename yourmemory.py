@@ -3682,6 +3682,24 @@ def _names_in_one_slot(old_tokens: list, new_tokens: list) -> bool:
             and slots[0] == slots[1] and len(slots[0]) == 1 and None not in slots[0])
 
 
+def _one_name_each(old_tokens: list, new_tokens: list) -> bool:
+    """Are both texts' changed values one name each, in whatever slot ("Google Meet", "Zoom")? Alike only with a
+    noun in common (``_noun_in_common``): "Nina uses Firefox" / "Nina has uBlock Origin installed" name two kinds
+    of thing."""
+    def one_name(tokens):
+        return (bool(tokens) and all(t.pos_ == "PROPN" or _is_a_name(t) for t in tokens)
+                and tokens[-1].i - tokens[0].i + 1 == len(tokens))
+    return one_name(old_tokens) and one_name(new_tokens)
+
+
+def _noun_in_common(old_doc, new_doc) -> bool:
+    """Do both texts hold a noun, outside the subject of one of them, that says what their names are ("notes",
+    "video calls", "error tracking")? Not the subject alone: "Dana joined Meta" / "Dana relocated to Denver"."""
+    def nouns(doc, outside_subject: bool) -> set[str]:
+        return {t.lemma_.lower() for t in doc if t.pos_ == "NOUN" and not (outside_subject and _in_subject(t))}
+    return bool(nouns(old_doc, True) & nouns(new_doc, False) or nouns(old_doc, False) & nouns(new_doc, True))
+
+
 NAME_SLOT_PREPOSITIONS = {"at", "to", "on", "from"}
 
 
@@ -4712,7 +4730,8 @@ class YourMemory:
 
     def _values_alike(self, old_doc, new_doc) -> bool:
         """Are the values the two texts do not share of one kind? Both name a time or neither ("9:30" is not
-        "15 minutes", which the model puts at 0.51). Names alone in one slot of both are alike; other values
+        "15 minutes", which the model puts at 0.51). Names alone in one slot of both are alike, and one name each
+        where the texts hold a noun in common, in any slots; other values
         no longer than a value (``MAX_CHANGED_TOKENS`` words, as for the word-for-word rule) are embedded alone,
         one model call: "Porto" / "Braga" are alike (0.53), "REST" / "requests" are not (0.30)."""
         import numpy as np
@@ -4727,6 +4746,8 @@ class YourMemory:
             return False
         if _names_in_one_slot(old_tokens, new_tokens):
             return True
+        if _one_name_each(old_tokens, new_tokens) and _noun_in_common(old_doc, new_doc):
+            return True  # "The user takes notes in Evernote" / "The user migrated their notes to Obsidian"
         if max(len(old_tokens), len(new_tokens)) > MAX_CHANGED_TOKENS:
             return False  # more words than one value has: two texts that say different things, no model call
         vectors = np.asarray(self.embedder.embed([" ".join(t.text for t in old_tokens),

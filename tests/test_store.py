@@ -229,6 +229,8 @@ def test_a_changed_value_supersedes_the_old_memory(memory, old, new):
     ("The staging VPN password is redkite19.", "The staging VPN password was changed to greenowl52."),
     ("The build cache key is cachev3.", "The build cache key was bumped to cachev4."),
     ("The API client uses requests.", "We switched the API client to httpx."),
+    # one name each, in two slots, with a noun in common
+    ("The design team keeps its specs in Notion.", "Design specs moved to Coda."),
 ])
 def test_an_announced_change_in_other_words_supersedes(memory, old, new):
     assert_replaces(memory, old, new)
@@ -354,6 +356,10 @@ def test_a_paragraph_stays_when_a_fact_changes_its_first_sentence(memory, old, n
     # names after another preposition are not of one kind: a person / a company, a tool / a language
     ("Tom works for Acme.", "Tom now works for Sarah."),
     ("Mia writes in English.", "Mia now writes in Notion."),
+    # one name each in two slots, but no noun in common to say the names are of one kind of thing
+    ("Omar uses Chrome.", "Omar has Grammarly installed everywhere."),
+    ("Lena joined Stripe.", "Lena relocated to Dublin."),
+    ("Kofi started at Monzo.", "Kofi was promoted to Principal Engineer."),
     # "current" is no value: the new text names only what the old one already holds
     ("Releases are tagged with semantic versions like v2.3.0.", "The current release is v2.3.0."),
     # "new" in both is the thing's name, no newness announced
