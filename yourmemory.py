@@ -3597,12 +3597,15 @@ def value_words(doc) -> set[str]:
 
 
 def _unlisted_word(token) -> bool:
-    """A word of letters and digits ("quietotter77", "UUIDv7") or one no dictionary lists ("pytest", "unittest"),
-    whatever part of speech the small model guessed for it (a verb, a superlative)."""
-    if token.pos_ in ("PRON", "PUNCT", "SYM", "SPACE", "DET", "ADP", "AUX", "CCONJ", "SCONJ", "PART", "ADV"):
+    """A word of letters and digits ("quietotter77", "UUIDv7"), a name by its shape that the model took for
+    punctuation ("RabbitMQ"), or a word no dictionary lists ("pytest", "unittest"), whatever part of speech the
+    small model guessed for it (a verb, a superlative)."""
+    if token.is_punct or token.pos_ in ("PRON", "SPACE", "DET", "ADP", "AUX", "CCONJ", "SCONJ", "PART", "ADV"):
         return False
-    if _letters_and_digits(token.text):
+    if _letters_and_digits(token.text) or (token.pos_ in ("PUNCT", "SYM", "X") and _is_a_name(token)):
         return True
+    if token.pos_ in ("PUNCT", "SYM"):
+        return False
     return (token.text.isalpha() and token.text.islower() and len(token.text) > 2 and not _in_subject(token)
             and token.lemma_.lower() not in _dictionary_words() and token.lower_ not in _dictionary_words())
 
@@ -3680,6 +3683,24 @@ def _names_in_one_slot(old_tokens: list, new_tokens: list) -> bool:
     slots = [{_value_slot(t) for t in tokens} for tokens in (old_tokens, new_tokens)]
     return (all(t.pos_ == "PROPN" or _is_name(t.text) for t in [*old_tokens, *new_tokens])  # "Javier" read as a noun
             and slots[0] == slots[1] and len(slots[0]) == 1 and None not in slots[0])
+
+
+def _replaced_words(doc) -> set:
+    """The words of what a done replacement (``_done_replacement``) replaced: "RabbitMQ" of "We replaced RabbitMQ
+    with Kafka", "Jenkins" of "Jenkins was replaced by Buildkite"."""
+    verb = _done_replacement(doc)
+    if verb is None:
+        return set()
+    replaced = {t for c in verb.children if c.dep_ in ("dobj", "nsubjpass") for t in c.subtree}
+    with_ = next((c for c in verb.rights if c.dep_ == "prep" and c.lower_ == "with"), None)
+    if with_ is not None:  # "replaced X with Y", whatever the small model made of X ("RabbitMQ" as punctuation)
+        replaced |= set(verb.doc[verb.i + 1:with_.i])
+    return replaced
+
+
+def _in_a_time(token) -> bool:
+    """A time word or a word of its phrase: "month" and "last" of "last month"."""
+    return _names_a_time(token) or (token.dep_ in ("amod", "det", "nummod") and _names_a_time(token.head))
 
 
 def _one_name_each(old_tokens: list, new_tokens: list) -> bool:
@@ -4729,11 +4750,12 @@ class YourMemory:
         return replaced and (not values_alike or alike()) and not _drops_employer(old_doc, new_doc)
 
     def _values_alike(self, old_doc, new_doc) -> bool:
-        """Are the values the two texts do not share of one kind? Both name a time or neither ("9:30" is not
-        "15 minutes", which the model puts at 0.51). Names alone in one slot of both are alike, and one name each
-        where the texts hold a noun in common, in any slots; other values
-        no longer than a value (``MAX_CHANGED_TOKENS`` words, as for the word-for-word rule) are embedded alone,
-        one model call: "Porto" / "Braga" are alike (0.53), "REST" / "requests" are not (0.30)."""
+        """Are the values the two texts do not share of one kind? What the old text says was replaced is none of
+        its values, nor, where it names no time, when the new text's change came ("last month"). Both name a time
+        or neither ("9:30" is not "15 minutes", which the model puts at 0.51). Names alone in one slot of both are
+        alike, and one name each where the texts hold a noun in common, in any slots; other values no longer than
+        a value (``MAX_CHANGED_TOKENS`` words, as for the word-for-word rule) are embedded alone, one model call:
+        "Porto" / "Braga" are alike (0.53), "REST" / "requests" are not (0.30)."""
         import numpy as np
         old_tokens, new_tokens = changed_values(old_doc, new_doc), changed_values(new_doc, old_doc)
         if subject_head(old_doc) is not None and subject_head(old_doc) == subject_head(new_doc):
@@ -4741,6 +4763,10 @@ class YourMemory:
             # off MongoDB to DynamoDB"), unless nothing else differs.
             old_tokens, new_tokens = ([t for t in tokens if not _in_subject(t)] or tokens
                                       for tokens in (old_tokens, new_tokens))
+        replaced = _replaced_words(old_doc)  # "RabbitMQ" of "We replaced RabbitMQ with Kafka" is no value now
+        old_tokens = [t for t in old_tokens if t not in replaced] or old_tokens
+        if not any(map(_names_a_time, old_tokens)):  # "last month" of "switched to Neovim last month" is when
+            new_tokens = [t for t in new_tokens if not _in_a_time(t)] or new_tokens
         if not (old_tokens and new_tokens) or (any(map(_names_a_time, old_tokens))
                                                != any(map(_names_a_time, new_tokens))):
             return False

@@ -231,6 +231,10 @@ def test_a_changed_value_supersedes_the_old_memory(memory, old, new):
     ("The API client uses requests.", "We switched the API client to httpx."),
     # one name each, in two slots, with a noun in common
     ("The design team keeps its specs in Notion.", "Design specs moved to Coda."),
+    ("The billing service uses RabbitMQ.", "The billing service was moved onto Kafka."),  # a name tagged punctuation
+    # when the change came is no value of it
+    ("Omar does all his browsing in Firefox.", "Omar switched over to Chrome last month."),
+    ("Lina does all her coding in Emacs.", "Lina switched over to Vim last week."),
 ])
 def test_an_announced_change_in_other_words_supersedes(memory, old, new):
     assert_replaces(memory, old, new)
@@ -356,6 +360,9 @@ def test_a_paragraph_stays_when_a_fact_changes_its_first_sentence(memory, old, n
     # names after another preposition are not of one kind: a person / a company, a tool / a language
     ("Tom works for Acme.", "Tom now works for Sarah."),
     ("Mia writes in English.", "Mia now writes in Notion."),
+    # a time for a place: a time is the new value where the old text names none, unless it is all that changed
+    ("The team retro is in the big room.", "The team retro moved to Friday mornings."),
+    ("The design review is held in the Atrium.", "The design review moved to Thursdays."),
     # one name each in two slots, but no noun in common to say the names are of one kind of thing
     ("Omar uses Chrome.", "Omar has Grammarly installed everywhere."),
     ("Lena joined Stripe.", "Lena relocated to Dublin."),
@@ -640,6 +647,16 @@ def test_of_the_memories_a_change_may_replace_it_takes_one_whose_value_is_of_its
     docs = [yourmemory.parse(text) for text in (change, nearer, farther)]
     candidates = [(1, nearer, lambda: docs[1]), (2, farther, lambda: docs[2])]
     assert yourmemory._likeliest_replaced(docs[0], candidates) == (2, farther)
+
+
+@pytest.mark.parametrize("old, new", [
+    ("We replaced Mailgun with Postmark for receipts.", "Receipts now go out through Resend."),
+    ("We replaced Jenkins with Buildkite for release builds.", "Release builds now run on GitHub Actions."),
+])
+def test_what_an_older_text_says_was_replaced_is_none_of_its_values(memory, old, new):
+    """Its value is the name that replaced it (Postmark), which is alike the new one (Resend); with the replaced
+    name (Mailgun) beside it, the two names were compared as one value and were not."""
+    assert memory._values_alike(yourmemory.parse(old), yourmemory.parse(new))
 
 
 def test_an_older_memory_is_compared_from_its_stored_parse_not_parsed_again(memory, parses):
