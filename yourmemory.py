@@ -3549,9 +3549,25 @@ def owner(doc) -> str | None:
 
 
 def subject_head(doc) -> str | None:
-    """The lemma of the first sentence's subject noun ("worker" in "The worker moved to 3.11")."""
+    """The lemma of the first sentence's subject noun ("worker" in "The worker moved to 3.11"), or a name's own
+    word (``_written_name``)."""
     token = _subject(doc)
-    return token.lemma_.lower() if token is not None and token.pos_ in ("NOUN", "PROPN") else None
+    if token is None or token.pos_ not in ("NOUN", "PROPN"):
+        return None
+    return _written_name(token) if _is_a_name(token) else token.lemma_.lower()
+
+
+def _written_name(token) -> str:
+    """A name as written, lowercased: the small model's lemmas of names are guesses ("Helios" -> "helio", "Ines"
+    -> "ine") that other mentions of the name need not share. A plural the model took for a name because it
+    starts the sentence is singular ("Retros are on Thursdays": "retro"), as is a plural of capitals ("APIs")."""
+    word = token.lower_
+    if token.text.endswith("s") and token.text[:-1].isupper():
+        return word[:-1]
+    dictionary = _dictionary_words()
+    if token.is_sent_start and word.endswith("s") and word[:-1] in dictionary and word not in dictionary:
+        return word[:-1]
+    return word
 
 
 def _subject(doc):

@@ -232,6 +232,9 @@ def test_a_changed_value_supersedes_the_old_memory(memory, old, new):
     # one name each, in two slots, with a noun in common
     ("The design team keeps its specs in Notion.", "Design specs moved to Coda."),
     ("The billing service uses RabbitMQ.", "The billing service was moved onto Kafka."),  # a name tagged punctuation
+    # one subject, though the small model reads a sentence's first plural as a name, or mangles a name's lemma
+    ("Demos are on Friday afternoons.", "The demo moved to Thursday mornings."),
+    ("The Hermes service is built on Django 4.", "Hermes now runs Django 5."),
     # when the change came is no value of it
     ("Omar does all his browsing in Firefox.", "Omar switched over to Chrome last month."),
     ("Lina does all her coding in Emacs.", "Lina switched over to Vim last week."),
