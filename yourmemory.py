@@ -3616,8 +3616,8 @@ def _unlisted_word(token) -> bool:
     """A word of letters and digits ("quietotter77", "UUIDv7"), a name by its shape that the model took for
     punctuation ("RabbitMQ"), or a word no dictionary lists ("pytest", "unittest"), whatever part of speech the
     small model guessed for it (a verb, a superlative)."""
-    if token.is_punct or token.pos_ in ("PRON", "SPACE", "DET", "ADP", "AUX", "CCONJ", "SCONJ", "PART", "ADV"):
-        return False
+    if token.is_punct or token.pos_ in ("NOUN", "PRON", "SPACE", "DET", "ADP", "AUX", "CCONJ", "SCONJ", "PART", "ADV"):
+        return False  # a noun is a value by its place in the sentence (``value_words``), as ever
     if _letters_and_digits(token.text) or (token.pos_ in ("PUNCT", "SYM", "X") and _is_a_name(token)):
         return True
     if token.pos_ in ("PUNCT", "SYM"):

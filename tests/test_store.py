@@ -363,6 +363,8 @@ def test_a_paragraph_stays_when_a_fact_changes_its_first_sentence(memory, old, n
     # names after another preposition are not of one kind: a person / a company, a tool / a language
     ("Tom works for Acme.", "Tom now works for Sarah."),
     ("Mia writes in English.", "Mia now writes in Notion."),
+    # a noun no dictionary lists is a value only by its place, as any noun: "dockerfile" is the subject of "checked in"
+    ("The API repo has a dockerfile checked in.", "The API repo switched to Podman."),
     # a time for a place: a time is the new value where the old text names none, unless it is all that changed
     ("The team retro is in the big room.", "The team retro moved to Friday mornings."),
     ("The design review is held in the Atrium.", "The design review moved to Thursdays."),
