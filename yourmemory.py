@@ -3552,8 +3552,11 @@ def subject_head(doc) -> str | None:
     """The lemma of the first sentence's subject noun ("worker" in "The worker moved to 3.11"), or a name's own
     word (``_written_name``)."""
     token = _subject(doc)
-    if token is None or token.pos_ not in ("NOUN", "PROPN"):
-        return None
+    return _head_word(token) if token is not None and token.pos_ in ("NOUN", "PROPN") else None
+
+
+def _head_word(token) -> str:
+    """A noun as ``subject_head`` and ``subject_marks`` compare it: a name as written, else its lemma."""
     return _written_name(token) if _is_a_name(token) else token.lemma_.lower()
 
 
@@ -3586,8 +3589,8 @@ def subject_marks(doc, lemma: str) -> set[str]:
     token = _subject(doc)
     sentence = next(iter(doc.sents), None)
     if token is None and sentence is not None and sentence.root.pos_ in ("NOUN", "PROPN"):
-        token = next((t for t in sentence if t.pos_ in ("NOUN", "PROPN") and t.lemma_.lower() == lemma), None)
-    return _marks(token) if token is not None and token.lemma_.lower() == lemma else set()
+        token = next((t for t in sentence if t.pos_ in ("NOUN", "PROPN") and _head_word(t) == lemma), None)
+    return _marks(token) if token is not None and _head_word(token) == lemma else set()
 
 
 def _marks(token) -> set[str]:
@@ -3614,8 +3617,8 @@ def value_words(doc) -> set[str]:
 
 def _unlisted_word(token) -> bool:
     """A word of letters and digits ("quietotter77", "UUIDv7"), a name by its shape that the model took for
-    punctuation ("RabbitMQ"), or a word no dictionary lists ("pytest", "unittest"), whatever part of speech the
-    small model guessed for it (a verb, a superlative)."""
+    punctuation ("RabbitMQ"), or a word no dictionary lists ("pytest", "unittest"), whatever part of speech other
+    than a noun the small model guessed for it (a verb, a superlative adjective, X)."""
     if token.is_punct or token.pos_ in ("NOUN", "PRON", "SPACE", "DET", "ADP", "AUX", "CCONJ", "SCONJ", "PART", "ADV"):
         return False  # a noun is a value by its place in the sentence (``value_words``), as ever
     if _letters_and_digits(token.text) or (token.pos_ in ("PUNCT", "SYM", "X") and _is_a_name(token)):
