@@ -225,13 +225,14 @@ def test_a_changed_value_supersedes_the_old_memory(memory, old, new):
     ("Arjun is a software engineer at Atlassian.", "Arjun started at Skyline Robotics."),
     ("Northwind is one of our customers.", "Northwind is no longer a customer; we signed Fabrikam in its place."),
     ("The mobile app ships a release every two weeks.", "We're moving the mobile app to a monthly release train."),
-    # values the small model tags as a verb or an adverb: a word of letters and digits, a name no dictionary lists
+    # values the small model mistags (a verb, punctuation...): words of letters and digits, a name no dictionary
+    # lists, a name by its shape
     ("The staging VPN password is redkite19.", "The staging VPN password was changed to greenowl52."),
     ("The build cache key is cachev3.", "The build cache key was bumped to cachev4."),
     ("The API client uses requests.", "We switched the API client to httpx."),
+    ("The billing service uses RabbitMQ.", "The billing service was moved onto Kafka."),
     # one name each, in two slots, with a noun in common
     ("The design team keeps its specs in Notion.", "Design specs moved to Coda."),
-    ("The billing service uses RabbitMQ.", "The billing service was moved onto Kafka."),  # a name tagged punctuation
     # one subject, though the small model reads a sentence's first plural as a name, or mangles a name's lemma
     ("Demos are on Friday afternoons.", "The demo moved to Thursday mornings."),
     ("The Hermes service is built on Django 4.", "Hermes now runs Django 5."),
