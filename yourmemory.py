@@ -3625,8 +3625,9 @@ def _unlisted_word(token) -> bool:
         return True
     if token.pos_ in ("PUNCT", "SYM"):
         return False
-    return (token.text.isalpha() and token.text.islower() and len(token.text) > 2 and not _in_subject(token)
-            and token.lemma_.lower() not in _dictionary_words() and token.lower_ not in _dictionary_words())
+    return (token.text.isalpha() and token.text.islower() and len(token.text) > 2
+            and token.lemma_.lower() not in _dictionary_words() and token.lower_ not in _dictionary_words()
+            and not _in_subject(token))
 
 
 def changed_values(doc, other) -> list:
@@ -3727,17 +3728,18 @@ def _one_name_each(old_tokens: list, new_tokens: list) -> bool:
     noun in common (``_noun_in_common``): "Nina uses Firefox" / "Nina has uBlock Origin installed" name two kinds
     of thing."""
     def one_name(tokens):
-        return (bool(tokens) and all(t.pos_ == "PROPN" or _is_a_name(t) for t in tokens)
-                and tokens[-1].i - tokens[0].i + 1 == len(tokens))
+        return bool(tokens) and all(map(_is_named, tokens)) and tokens[-1].i - tokens[0].i + 1 == len(tokens)
     return one_name(old_tokens) and one_name(new_tokens)
 
 
 def _noun_in_common(old_doc, new_doc) -> bool:
     """Do both texts hold a noun, outside the subject of one of them, that says what their names are ("notes",
     "video calls", "error tracking")? Not the subject alone: "Dana joined Meta" / "Dana relocated to Denver"."""
-    def nouns(doc, outside_subject: bool) -> set[str]:
-        return {t.lemma_.lower() for t in doc if t.pos_ == "NOUN" and not (outside_subject and _in_subject(t))}
-    return bool(nouns(old_doc, True) & nouns(new_doc, False) or nouns(old_doc, False) & nouns(new_doc, True))
+    def nouns(doc) -> tuple[set[str], set[str]]:  # all of them, and those outside the subject
+        found = [(t.lemma_.lower(), _in_subject(t)) for t in doc if t.pos_ == "NOUN"]
+        return {lemma for lemma, _ in found}, {lemma for lemma, in_subject in found if not in_subject}
+    (old_all, old_outside), (new_all, new_outside) = nouns(old_doc), nouns(new_doc)
+    return bool(old_outside & new_all or old_all & new_outside)
 
 
 NAME_SLOT_PREPOSITIONS = {"at", "to", "on", "from"}
