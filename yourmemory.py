@@ -278,6 +278,7 @@ PEOPLE_NOUNS = {"son", "daughter", "husband", "wife", "partner", "sister", "brot
                 "dad", "parent", "child", "kid", "boyfriend", "girlfriend", "friend", "boss", "manager", "colleague",
                 "cousin", "aunt", "uncle", "grandmother", "grandfather", "grandma", "grandpa", "niece", "nephew",
                 "fiancé", "fiancée", "fiance", "roommate", "flatmate", "neighbor", "neighbour"}
+GROUP_NOUNS = {"user", "team", "company", "family", "customer", "client"}  # people who act, as "we" does
 # Words that make an ending partial or not done: "stopped taking metformin *temporarily*", "*nearly* left Deloitte".
 NOT_FOR_GOOD_WORDS = {"temporarily", "briefly", "nearly", "almost", "partly", "partially", "mostly"}
 RELATION_NOUNS = {"subscription", "membership", "integration", "support", "account", "plan", "license", "licence",
@@ -447,6 +448,11 @@ TIME_PREPOSITIONS = {"at", "by", "until", "till", "from", "before", "after", "ar
 CURRENCY_SIGNS = {"$", "€", "£", "¥"}
 TIME_POINTS_OF = {"end", "start", "beginning", "middle"}  # "the end of the day", "the start of the month"
 TIME_DETERMINERS = {"every", "each", "next", "last", "this", "coming"}  # "every two weeks", "next month"
+TIME_DETERMINERS_OF_FREQUENCY = {"every", "each"}  # "every morning" says how often, not when
+WEEKDAYS = {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"}
+DAY_PARTS = {"morning", "afternoon", "evening", "night", "noon", "midday", "midnight", "lunch", "lunchtime", "tonight"}
+CLOCK_TIME = re.compile(r"\d:\d\d|\d(am|pm|a\.m\.|p\.m\.)$")  # "8:45", "13:30", "7am"
+DATE = re.compile(r"\d{1,4}[/-]\d{1,2}[/-]\d{1,4}")  # "2026-03-31", "31/03/2026"
 PATH = re.compile(r"^[~.]?/\w|://|\w/[\w.-]+/")  # "/etc/nginx", "s3://backups", "~/src/app"; not "24/7"
 PLACE_PREPOSITIONS = {"in", "at", "on", "to", "into", "onto", "from", "under", "near", "inside", "outside", "behind",
                       "beside", "within", "over", "above", "below"}
@@ -3149,6 +3155,71 @@ def _about_someone_else(old_doc, new_doc, asked_words: set[str]) -> bool:
             and (old_subject is None or old_subject.lemma_.lower() != person))
 
 
+def _about_another_thing(old_doc, new_doc, asked_words: set[str]) -> bool:
+    """Is the newer fact about another thing than the one the question asks about, which the older fact is
+    about? "Which Python version does the worker use?" asks about "The worker moved to Python 3.11", not "We
+    bumped the api service to Python 3.12": the question names the older fact's topic (``_topic``), the newer
+    fact does not name it anywhere, and the question names nothing of the newer fact's topic. A newer fact that
+    names the asked topic elsewhere still counts ("Procurement needs the helpdesk renewal signed by ..."), as do two
+    facts of one subject ("The user prefers short answers" / "The user would rather get full paragraphs")."""
+    if subject_head(old_doc) is not None and subject_head(old_doc) == subject_head(new_doc):
+        return False
+    old, new = _topic(old_doc), _topic(new_doc)
+    if old is None or new is None or old.lemma_.lower() == new.lemma_.lower():
+        return False
+    asked = with_short_forms(asked_words)
+    asked |= {word.removesuffix("s") for word in asked}  # "Where are the backups?" names the "backup"
+    named = _topic_words(old) & asked
+    return bool(named) and not named & with_short_forms(_word_forms(new_doc)) and not _topic_words(new) & asked
+
+
+def _topic(doc):
+    """What a fact is about, as a common noun: its subject ("the worker"), or what someone acted on ("We bumped
+    *the api service* to ...": "we", "I", a person or people such as the team or the user); None for a name, or
+    for people who did nothing to a thing ("The team chats on Slack" is the team's fact)."""
+    token = _subject(doc)
+    if token is not None and (token.pos_ == "PRON" or token.lemma_.lower() in PEOPLE_NOUNS | GROUP_NOUNS):
+        token = next((child for child in token.head.children if child.dep_ == "dobj"), None)
+    return token if token is not None and token.pos_ == "NOUN" else None
+
+
+def _topic_words(token) -> set[str]:
+    """A topic noun's words: itself and what is compounded with it ("api service", "the billing service's
+    pool"); not its prepositions, which the small model hangs on objects ("the api service to Python 3.12")."""
+    return {token.lower_, token.lemma_.lower()} | {
+        child.lower_ for child in token.children
+        if child.dep_ in ("compound", "amod", "poss", "nmod") and child.pos_ != "PRON"}
+
+
+def _times_of_other_sorts(old_doc, new_doc, old_values: set[str], new_values: set[str]) -> bool:
+    """Do the two facts name, as what a "when" question asks for, times of different sorts: one a time of day
+    ("at 8:45", "in the afternoon"), the other a day ("on Fridays", "March 31")? "The mobile team's standup is
+    asynchronous on Fridays" is no newer value of "Mobile standup happens at 8:45". How often ("weekly", "every
+    morning") is of no sort: a weekly call can be on Thursdays at 13:30."""
+    old, new = _time_sorts(old_doc, old_values), _time_sorts(new_doc, new_values - old_values)
+    return bool(old and new) and not old & new
+
+
+def _time_sorts(doc, values: set[str]) -> set[str]:
+    """The sorts of time (see ``_times_of_other_sorts``) of the text's words among ``values``."""
+    words = {word for value in values for word in value.split()}
+    return {sort for token in doc if token.lower_ in words
+            and not (token.i > 0 and token.nbor(-1).lower_ in TIME_DETERMINERS_OF_FREQUENCY)
+            for sort in [_time_sort(token)] if sort is not None}
+
+
+def _time_sort(token) -> str | None:
+    """"hour" (a time of day: "8:45", "7am", "evenings"), "day" (a weekday or a date: "Fridays", "March", "the
+    20th") or None."""
+    word = token.lower_
+    if CLOCK_TIME.search(word) or word in ("am", "pm", "a.m.", "p.m.") or word.removesuffix("s") in DAY_PARTS:
+        return "hour"
+    if (word.removesuffix("s") in WEEKDAYS | {"weekday", "weekend"} or word in MONTHS or DATE.fullmatch(word)
+            or ORDINAL.fullmatch(word)):
+        return "day"
+    return None
+
+
 def _asked_about_the_older_topic(old_doc, new_doc, asked_words) -> bool:
     """The same test for a noun both facts have (by lemma) among their topics: the subject, what "is" makes
     of it ("Alice is the *frontend* lead" / "Bob is the *backend* lead"), or, where the small model read the
@@ -5074,7 +5145,7 @@ class YourMemory:
                 if (similarity is not None and similarity >= floor
                         and earlier["row"]["stated_at"] < later["row"]["stated_at"]
                         and self._newer_value(doc(earlier), doc(later), similarity, asked_names, asked_words,
-                                              values(earlier), values(later))):
+                                              values(earlier), values(later), kind)):
                     anchor = heads.get(earlier["id"], earlier)
                     if not outside:
                         order.remove(later)
@@ -5137,7 +5208,7 @@ class YourMemory:
 
     @staticmethod
     def _newer_value(old_doc, new_doc, similarity: float, asked_names: set[str], asked_words: set[str],
-                     old_values: set[str], new_values: set[str]) -> bool:
+                     old_values: set[str], new_values: set[str], kind: str | None) -> bool:
         """Does the newer text give the older one's fact another value: said nearly the same way (cosine
         >= 0.6), or close (>= 0.5; >= 0.4 with a change word) and naming another value of what the question asks
         for than the older one names (``old_values``, ``new_values``: see ``kind_values``), restated with a
@@ -5165,7 +5236,15 @@ class YourMemory:
         fact (``announces_update``, from cosine 0.3) must name another value of what the question asks for when
         the older text names one: "The user now prefers short, bullet-point answers" is no answer to "Which
         units should I use with the user?" before "The user asked for imperial units since moving to Texas".
+        None of it when the newer fact is about another thing than the one the question and the older fact are
+        about ("We bumped the api service to Python 3.12" for "Which Python version does the worker use?":
+        ``_about_another_thing``), or when a "when" question (``kind`` "time") meets times of two sorts, a
+        time of day and a weekday ("Mobile standup happens at 8:45" / "The mobile team's standup is
+        asynchronous on Fridays": ``_times_of_other_sorts``).
         """
+        if _about_another_thing(old_doc, new_doc, asked_words) or (
+                kind == "time" and _times_of_other_sorts(old_doc, new_doc, old_values, new_values)):
+            return False
         another_answer = (similarity >= (NEWER_FIRST_MIN_SIMILARITY if _announces_change(new_doc) else NEWER_KIND_MIN_SIMILARITY)
                           and bool(old_values) and bool(new_values - old_values))
         return (((similarity >= NEWER_CLOSE_MIN_SIMILARITY or another_answer)

@@ -613,6 +613,37 @@ def test_a_newer_fact_about_someone_else_is_no_newer_value(memory, clock, older,
     assert_newer_comes_first(memory, clock, older, newer, question, moves)
 
 
+@pytest.mark.parametrize("older, newer, question, moves", [
+    # the question names the older fact's subject; the newer one is about what "we" acted on, another thing
+    ("The scheduler runs on Java 17.", "We upgraded the billing service to Java 21.",
+     "Which Java version does the scheduler use?", False),
+    ("The reporting service uses Postgres 14.", "We moved the search cluster to Postgres 16.",
+     "Which Postgres version does the reporting service use?", False),
+    # the newer fact's subject is the landlord, but it names the lease the question asks about
+    ("The office lease must be renewed by June 30.", "The landlord needs the lease renewal signed by July 15.",
+     "When does the office lease need renewing?", True),
+])
+def test_a_newer_fact_about_another_thing_is_no_newer_value(memory, clock, older, newer, question, moves):
+    """A close newer fact about another thing than the one the question and the older fact are about (a
+    service, a job) gives it no newer value, however alike the two values are."""
+    assert_newer_comes_first(memory, clock, older, newer, question, moves)
+
+
+@pytest.mark.parametrize("older, newer, question, moves", [
+    ("The ops review starts at 14:30.", "The ops review is skipped on Mondays.", "When does the ops review start?",
+     False),
+    ("Mobile office hours are at 16:00.", "Mobile office hours are cancelled on Wednesdays.",
+     "When are mobile office hours?", False),
+    # a part of the day and a clock time are both times of day: "6am" is a newer value of "the evening"
+    ("Lena's gym sessions are in the evening.", "Lena now trains at 6am before work.", "When does Lena work out?",
+     True),
+])
+def test_a_weekday_is_no_newer_value_of_a_time_of_day(memory, clock, older, newer, question, moves):
+    """For a "when" question, a newer fact naming a time of another sort (a weekday against a time of day) says
+    something else of the event, not when it now is."""
+    assert_newer_comes_first(memory, clock, older, newer, question, moves)
+
+
 def test_a_fact_about_someone_else_does_not_answer_first(memory, clock):
     """Answer-first moves a fact naming what is asked (a place) above one that names none, but not a fact about
     another person than the question asks about."""
