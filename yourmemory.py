@@ -3115,12 +3115,16 @@ def _asked_about_the_older_subject(old_doc, new_doc, asked_words: set[str]) -> b
     """Does the question name what marks the older fact's subject, while the newer fact's subject has a mark
     the question does not name? "What is the database connection pool size?" asks about "The database
     connection pool size was increased to 40", not "The Redis connection pool size was reduced to 30". Or
-    the same of another topic noun both facts have (``_asked_about_the_older_topic``)."""
+    the same of another topic noun both facts have (``_asked_about_the_older_topic``). A plural the question
+    says names its singular ("database backups" asks about "The backup job"), and a word of newness marks
+    nothing ("The *latest* released version of the SDK" / "The *current* SDK release")."""
+    asked_words = asked_words | {word.removesuffix("s") for word in asked_words}
     if _asked_about_the_older_topic(old_doc, new_doc, asked_words):
         return True
     old_marks, new_marks = _marked_subject(old_doc), _marked_subject(new_doc)
     if old_marks is None or new_marks is None:
         return False
+    old_marks, new_marks = old_marks - NEWNESS_WORDS, new_marks - NEWNESS_WORDS
     return bool((old_marks - new_marks) & asked_words) and bool(new_marks - old_marks - asked_words)
 
 
@@ -3225,7 +3229,8 @@ def _asked_about_the_older_topic(old_doc, new_doc, asked_words) -> bool:
     of it ("Alice is the *frontend* lead" / "Bob is the *backend* lead"), or, where the small model read the
     sentence as one noun phrase ("The frontend dev server runs on port 5173": "runs" as a noun), its nouns."""
     old, new = _topic_marks(old_doc), _topic_marks(new_doc)
-    return any((old[lemma] - new[lemma]) & asked_words and new[lemma] - old[lemma] - asked_words
+    return any((old[lemma] - new[lemma] - NEWNESS_WORDS) & asked_words
+               and new[lemma] - old[lemma] - asked_words - NEWNESS_WORDS
                for lemma in old.keys() & new.keys())
 
 

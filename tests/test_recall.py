@@ -691,6 +691,21 @@ def test_a_newer_fact_named_by_a_person_or_a_title_is_a_newer_value(memory, cloc
     assert_newer_comes_first(memory, clock, older, newer, question, True)
 
 
+@pytest.mark.parametrize("older, newer, question", [
+    # "newest" and "current" say the same of the fact: neither marks another SDK
+    ("The newest version of the mobile SDK is 7.1.", "The current mobile SDK release is 8.0.",
+     "What is the newest version of the mobile SDK?"),
+    # the question's "exports" names the "export" job, its "reminders" the "reminder" job
+    ("Log exports run at 03:00 UTC.", "The export job is scheduled for 04:30 UTC.", "When do log exports run?"),
+    ("Invoice reminders go out at 08:00.", "The reminder job is scheduled for 09:30.",
+     "When do invoice reminders go out?"),
+])
+def test_a_word_of_newness_or_a_plural_sets_no_subject_apart(memory, clock, older, newer, question):
+    """A subject's mark that only says the fact is new, or a question's plural of the newer subject's mark, does
+    not make the newer fact one about another subject."""
+    assert_newer_comes_first(memory, clock, older, newer, question, True)
+
+
 @pytest.mark.parametrize("newer, moves", [
     ("Paolo Rinaldi has moved to Alba Logistics.", True),  # cosine 0.46, a change said
     ("Paolo Rinaldi had lunch with the Alba Logistics team.", False),  # 0.48, no change said
