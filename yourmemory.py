@@ -5244,8 +5244,8 @@ class YourMemory:
         None of it when the newer fact is about another thing than the one the question and the older fact are
         about ("We bumped the api service to Python 3.12" for "Which Python version does the worker use?":
         ``_about_another_thing``), or when a "when" question (``kind`` "time") meets times of two sorts, a
-        time of day and a weekday ("Mobile standup happens at 8:45" / "The mobile team's standup is
-        asynchronous on Fridays": ``_times_of_other_sorts``).
+        time of day and a day ("Mobile standup happens at 8:45" / "The mobile team's standup is asynchronous
+        on Fridays": ``_times_of_other_sorts``).
         """
         if _about_another_thing(old_doc, new_doc, asked_words) or (
                 kind == "time" and _times_of_other_sorts(old_doc, new_doc, old_values, new_values)):
