@@ -451,8 +451,8 @@ TIME_DETERMINERS = {"every", "each", "next", "last", "this", "coming"}  # "every
 TIME_DETERMINERS_OF_FREQUENCY = {"every", "each"}  # "every morning" says how often, not when
 WEEKDAYS = {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"}
 DAY_PARTS = {"morning", "afternoon", "evening", "night", "noon", "midday", "midnight", "lunch", "lunchtime", "tonight"}
-CLOCK_TIME = re.compile(r"\d:\d\d|\d(am|pm|a\.m\.|p\.m\.)$")  # "8:45", "13:30", "7am"
-DATE = re.compile(r"\d{1,4}[/-]\d{1,2}[/-]\d{1,4}")  # "2026-03-31", "31/03/2026"
+CLOCK_TIME = re.compile(r"\d:\d\d")  # "8:45", "13:30"; the tokenizer splits "7am" into "7" and "am"
+DATE = re.compile(r"\d{1,4}/\d{1,2}/\d{1,4}")  # "31/03/2026" (one token; "2026-03-31" is split in five)
 PATH = re.compile(r"^[~.]?/\w|://|\w/[\w.-]+/")  # "/etc/nginx", "s3://backups", "~/src/app"; not "24/7"
 PLACE_PREPOSITIONS = {"in", "at", "on", "to", "into", "onto", "from", "under", "near", "inside", "outside", "behind",
                       "beside", "within", "over", "above", "below"}
@@ -3115,17 +3115,22 @@ def _asked_about_the_older_subject(old_doc, new_doc, asked_words: set[str]) -> b
     """Does the question name what marks the older fact's subject, while the newer fact's subject has a mark
     the question does not name? "What is the database connection pool size?" asks about "The database
     connection pool size was increased to 40", not "The Redis connection pool size was reduced to 30". Or
-    the same of another topic noun both facts have (``_asked_about_the_older_topic``). A plural the question
-    says names its singular ("database backups" asks about "The backup job"), and a word of newness marks
-    nothing ("The *latest* released version of the SDK" / "The *current* SDK release")."""
-    asked_words = asked_words | {word.removesuffix("s") for word in asked_words}
+    the same of another topic noun both facts have (``_asked_about_the_older_topic``). The older subject's own
+    noun is no mark of another subject ("Database backups run at 02:00" / "The *backup* job is scheduled for
+    01:15"), nor is a word of newness ("The *latest* released version of the SDK" / "The *current* SDK release")."""
     if _asked_about_the_older_topic(old_doc, new_doc, asked_words):
         return True
     old_marks, new_marks = _marked_subject(old_doc), _marked_subject(new_doc)
     if old_marks is None or new_marks is None:
         return False
-    old_marks, new_marks = old_marks - NEWNESS_WORDS, new_marks - NEWNESS_WORDS
+    old_marks, new_marks = old_marks - NEWNESS_WORDS, new_marks - NEWNESS_WORDS - _subject_nouns(old_doc)
     return bool((old_marks - new_marks) & asked_words) and bool(new_marks - old_marks - asked_words)
+
+
+def _subject_nouns(doc) -> set[str]:
+    """The first sentence's subject noun as written and as its lemma ("backups", "backup")."""
+    subject = _subject(doc)
+    return {subject.lower_, subject.lemma_.lower()} if subject is not None else set()
 
 
 def _marked_subject(doc) -> set[str] | None:
@@ -3172,15 +3177,19 @@ def _about_another_thing(old_doc, new_doc, asked_words: set[str]) -> bool:
     if old is None or new is None or old.lemma_.lower() == new.lemma_.lower():
         return False
     asked = with_short_forms(asked_words)
-    asked |= {word.removesuffix("s") for word in asked}  # "Where are the backups?" names the "backup"
-    named = _topic_words(old) & asked
-    return bool(named) and not named & with_short_forms(_word_forms(new_doc)) and not _topic_words(new) & asked
+
+    def is_asked(word):  # "Where are the backups?" names the "backup"
+        return word in asked or word + "s" in asked
+    named = set(filter(is_asked, _topic_words(old)))
+    return (bool(named) and not named & with_short_forms(_word_forms(new_doc))
+            and not any(map(is_asked, _topic_words(new))))
 
 
 def _topic(doc):
-    """What a fact is about, as a common noun: its subject ("the worker"), or what someone acted on ("We bumped
-    *the api service* to ...": "we", "I", a person or people such as the team or the user); None for a name, or
-    for people who did nothing to a thing ("The team chats on Slack" is the team's fact)."""
+    """What a fact is about, as a common noun: its subject ("the worker"), or, when the subject is a pronoun
+    ("we", "I"), a relative or colleague (``PEOPLE_NOUNS``) or a group (``GROUP_NOUNS``: the team, the user), what
+    it acted on ("We bumped *the api service* to ..."); None for a name, or for people who did nothing to a thing
+    ("The team chats on Slack" is the team's fact)."""
     token = _subject(doc)
     if token is not None and (token.pos_ == "PRON" or token.lemma_.lower() in PEOPLE_NOUNS | GROUP_NOUNS):
         token = next((child for child in token.head.children if child.dep_ == "dobj"), None)
@@ -3189,10 +3198,11 @@ def _topic(doc):
 
 def _topic_words(token) -> set[str]:
     """A topic noun's words: itself and what is compounded with it ("api service", "the billing service's
-    pool"); not its prepositions, which the small model hangs on objects ("the api service to Python 3.12")."""
+    pool"); not its prepositions, which the small model hangs on objects ("the api service to Python 3.12"), nor a
+    word of newness ("the *latest* release")."""
     return {token.lower_, token.lemma_.lower()} | {
         child.lower_ for child in token.children
-        if child.dep_ in ("compound", "amod", "poss", "nmod") and child.pos_ != "PRON"}
+        if child.dep_ in ("compound", "amod", "poss", "nmod") and child.pos_ != "PRON"} - NEWNESS_WORDS
 
 
 def _times_of_other_sorts(old_doc, new_doc, old_values: set[str], new_values: set[str]) -> bool:
@@ -3200,16 +3210,22 @@ def _times_of_other_sorts(old_doc, new_doc, old_values: set[str], new_values: se
     ("at 8:45", "in the afternoon"), the other a day ("on Fridays", "March 31")? "The mobile team's standup is
     asynchronous on Fridays" is no newer value of "Mobile standup happens at 8:45". How often ("weekly", "every
     morning") is of no sort: a weekly call can be on Thursdays at 13:30."""
-    old, new = _time_sorts(old_doc, old_values), _time_sorts(new_doc, new_values - old_values)
+    old, new = _time_sorts(old_doc, old_values), _time_sorts(new_doc, new_values)
     return bool(old and new) and not old & new
 
 
 def _time_sorts(doc, values: set[str]) -> set[str]:
     """The sorts of time (see ``_times_of_other_sorts``) of the text's words among ``values``."""
     words = {word for value in values for word in value.split()}
-    return {sort for token in doc if token.lower_ in words
-            and not (token.i > 0 and token.nbor(-1).lower_ in TIME_DETERMINERS_OF_FREQUENCY)
+    return {sort for token in doc if token.lower_ in words and not _how_often(token)
             for sort in [_time_sort(token)] if sort is not None}
+
+
+def _how_often(token) -> bool:
+    """Is the time word part of a phrase that says how often ("every morning", "each Friday", "every Friday
+    morning")?"""
+    phrase = token.head if token.dep_ in ("compound", "amod", "nummod") else token
+    return token.doc[phrase.left_edge.i].lower_ in TIME_DETERMINERS_OF_FREQUENCY
 
 
 def _time_sort(token) -> str | None:

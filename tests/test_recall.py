@@ -706,6 +706,29 @@ def test_a_word_of_newness_or_a_plural_sets_no_subject_apart(memory, clock, olde
     assert_newer_comes_first(memory, clock, older, newer, question, True)
 
 
+def test_a_mark_ending_in_s_is_not_read_as_a_plural(memory, clock):
+    """"https" is no plural of "http": the question asks about the https server, not the newer http one."""
+    assert_newer_comes_first(memory, clock, "The https server listens on port 443.",
+                             "The http server listens on port 8080.", "Which port does the https server use?", False)
+
+
+@pytest.mark.parametrize("older, newer, old_values, new_values, other_sorts", [
+    ("Mobile standup happens at 8:45.", "The mobile team's standup is asynchronous on Fridays.",
+     {"8:45"}, {"fridays"}, True),
+    # the newer time of day comes with the same day: one sort in common
+    ("The design sync is on Mondays.", "The design sync now starts at 10:00 on Mondays.",
+     {"mondays"}, {"10:00", "mondays"}, False),
+    # "every Friday evening" says how often: no sort to tell apart
+    ("Choir practice is every Friday evening.", "Choir practice happens on Tuesdays these days.",
+     {"friday", "evening"}, {"tuesdays"}, False),
+    ("Lena's gym sessions are in the evening.", "Lena now trains at 6am before work.", {"evening"}, {"6", "am"}, False),
+])
+def test_times_of_day_and_days_are_two_sorts(older, newer, old_values, new_values, other_sorts):
+    """What the newer-first step asks of a "when" question's two answers (``_times_of_other_sorts``)."""
+    old_doc, new_doc = yourmemory.parse(older), yourmemory.parse(newer)
+    assert yourmemory._times_of_other_sorts(old_doc, new_doc, old_values, new_values) is other_sorts
+
+
 @pytest.mark.parametrize("newer, moves", [
     ("Paolo Rinaldi has moved to Alba Logistics.", True),  # cosine 0.46, a change said
     ("Paolo Rinaldi had lunch with the Alba Logistics team.", False),  # 0.48, no change said
