@@ -236,8 +236,11 @@ FREQUENCY_ADVERBS = {"always", "usually", "regularly", "hourly", "daily", "night
                      "quarterly", "yearly", "annually"}
 MONTHS = {"january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
           "november", "december"}
+WEEKDAYS = {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"}
+DAY_PARTS = {"morning", "afternoon", "evening", "night", "noon", "midday", "midnight", "lunch", "lunchtime", "tonight"}
+MERIDIEMS = {"am", "pm", "a.m.", "p.m."}  # "2 p.m."
 TIME_UNITS = {"minute", "hour", "day", "night", "morning", "evening", "week", "weekend", "month", "quarter", "year",
-              "sprint", "release", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"}
+              "sprint", "release"} | WEEKDAYS
 PHRASAL_UPDATES = {("take", "over"), ("go", "live")}  # "Lee took over as release manager"
 PHRASAL_NON_UPDATES = {("grow", "up")}  # "I grew up in Munich" tells a childhood, not a change
 UPDATE_MARKERS = {"now", "instead", "anymore", "nowadays", "longer",  # "no longer" parses as no + longer
@@ -440,17 +443,13 @@ POSSESSIVE_END = re.compile(r"['’]s$")
 TITLES = {"Dr.", "Mr.", "Mrs.", "Ms.", "Prof.", "St."}  # "Dr. Anna Chen" is one name
 TITLE_WORDS = {title.lower().rstrip(".") for title in TITLES}
 NUMBER_WORD = re.compile(r"[vV]?\d")  # "3.11", "v2.3.0", "8443"; not "S3", "EC2" (names)
-TIME_WORDS = MONTHS | (FREQUENCY_ADVERBS - {"always", "usually", "regularly"}) | {
-    "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "weekday", "weekend",
-    "morning", "afternoon", "evening", "night", "noon", "midday", "midnight", "lunch", "lunchtime", "tonight",
-    "today", "tomorrow", "yesterday", "fortnightly", "biweekly", "o'clock"}
+TIME_WORDS = MONTHS | WEEKDAYS | DAY_PARTS | (FREQUENCY_ADVERBS - {"always", "usually", "regularly"}) | {
+    "weekday", "weekend", "today", "tomorrow", "yesterday", "fortnightly", "biweekly", "o'clock"}
 TIME_PREPOSITIONS = {"at", "by", "until", "till", "from", "before", "after", "around", "since"}  # "at ten"
 CURRENCY_SIGNS = {"$", "€", "£", "¥"}
 TIME_POINTS_OF = {"end", "start", "beginning", "middle"}  # "the end of the day", "the start of the month"
 TIME_DETERMINERS = {"every", "each", "next", "last", "this", "coming"}  # "every two weeks", "next month"
 TIME_DETERMINERS_OF_FREQUENCY = {"every", "each"}  # "every morning" says how often, not when
-WEEKDAYS = {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"}
-DAY_PARTS = {"morning", "afternoon", "evening", "night", "noon", "midday", "midnight", "lunch", "lunchtime", "tonight"}
 CLOCK_TIME = re.compile(r"\d:\d\d")  # "8:45", "13:30"; the tokenizer splits "7am" into "7" and "am"
 DATE = re.compile(r"\d{1,4}/\d{1,2}/\d{1,4}")  # "31/03/2026" (one token; "2026-03-31" is split in five)
 PATH = re.compile(r"^[~.]?/\w|://|\w/[\w.-]+/")  # "/etc/nginx", "s3://backups", "~/src/app"; not "24/7"
@@ -3123,14 +3122,8 @@ def _asked_about_the_older_subject(old_doc, new_doc, asked_words: set[str]) -> b
     old_marks, new_marks = _marked_subject(old_doc), _marked_subject(new_doc)
     if old_marks is None or new_marks is None:
         return False
-    old_marks, new_marks = old_marks - NEWNESS_WORDS, new_marks - NEWNESS_WORDS - _subject_nouns(old_doc)
+    old_marks, new_marks = old_marks - NEWNESS_WORDS, new_marks - NEWNESS_WORDS - {subject_head(old_doc)}
     return bool((old_marks - new_marks) & asked_words) and bool(new_marks - old_marks - asked_words)
-
-
-def _subject_nouns(doc) -> set[str]:
-    """The first sentence's subject noun as written and as its lemma ("backups", "backup")."""
-    subject = _subject(doc)
-    return {subject.lower_, subject.lemma_.lower()} if subject is not None else set()
 
 
 def _marked_subject(doc) -> set[str] | None:
@@ -3232,7 +3225,7 @@ def _time_sort(token) -> str | None:
     """"hour" (a time of day: "8:45", "7am", "evenings"), "day" (a weekday or a date: "Fridays", "March", "the
     20th") or None."""
     word = token.lower_
-    if CLOCK_TIME.search(word) or word in ("am", "pm", "a.m.", "p.m.") or word.removesuffix("s") in DAY_PARTS:
+    if CLOCK_TIME.search(word) or word in MERIDIEMS or word.removesuffix("s") in DAY_PARTS:
         return "hour"
     if (word.removesuffix("s") in WEEKDAYS | {"weekday", "weekend"} or word in MONTHS or DATE.fullmatch(word)
             or ORDINAL.fullmatch(word)):
@@ -3373,7 +3366,7 @@ def _names_a_time(token) -> bool:
         return token.dep_ not in ("amod", "compound")  # "on the 20th"; not "a 3rd party"
     if _time_word(token):
         return True
-    if token.lower_ in ("am", "pm", "a.m.", "p.m.") and token.i > 0:
+    if token.lower_ in MERIDIEMS and token.i > 0:
         return _has_digit(token.nbor(-1)) or token.nbor(-1).tag_ == "CD"  # "2 p.m."; not "I am"
     if YEAR.fullmatch(token.text):  # "in 2027", "June 12, 2027", "2027-03-12" (split in three); not "room 2048"
         return ((token.dep_ == "pobj" and token.head.lower_ in TIME_PREPOSITIONS | {"in", "during"})
